@@ -1,0 +1,226 @@
+"""The memory driver: the reservation protocol inside this process.
+
+URL: ``memory://``. Storage: a heap of ready jobs per queue, a table of
+reservations, a failed list and a lock table, all guarded by one condition
+variable. Settings: ``reservation`` (seconds). Jobs are gone when the
+process exits, and a worker in another process sees none of them: it is for
+tests and single-process development.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers.base import Capabilities
+from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
+from jobbridge.errors import NoFailedJob
+
+CAPABILITIES = Capabilities(
+    is_deferred=True,
+    survives_a_restart=False,
+    needs_a_worker=True,
+    may_lose_an_accepted_job=False,
+    delayed_push=True,
+    per_message_release=True,
+    priorities=True,
+    transactional_push=False,
+    shared_locks=True,  # shared by everything that can see this queue: this process
+    blocking_reserve=True,
+)
+
+
+@dataclass(slots=True)
+class _Row:
+    envelope: Envelope
+    available_at: float
+    version: int = 0
+    token: str | None = None
+    reserved_until: float = 0.0
+
+
+class MemoryDriver:
+    """Jobs in a dict, ready ones in a per-queue heap ordered by availability."""
+
+    capabilities = CAPABILITIES
+
+    def __init__(self, *, reservation: float = 60.0, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.reservation = reservation
+        self.clock = clock
+        self._cond = threading.Condition()
+        self._rows: dict[str, _Row] = {}
+        self._ready: dict[str, list[tuple[float, int, str, int]]] = {}
+        self._seq = 0
+        self._failed: dict[str, FailedJob] = {}
+        self._locks: dict[str, tuple[str, float]] = {}
+
+    def _enqueue(self, row: _Row, available_at: float) -> None:
+        # A heap entry is valid only while its version matches the row's, so a
+        # released or reclaimed job never leaves a stale duplicate behind.
+        row.version += 1
+        row.token = None
+        row.available_at = available_at
+        self._seq += 1
+        heap = self._ready.setdefault(row.envelope.queue, [])
+        heapq.heappush(heap, (available_at, self._seq, row.envelope.id, row.version))
+
+    def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
+        if transaction is not None:
+            raise TypeError("the memory driver cannot join a transaction; the app pushes after commit")
+        with self._cond:
+            for env in envelopes:
+                row = _Row(env, env.available_at)
+                self._rows[env.id] = row
+                self._enqueue(row, env.available_at)
+            self._cond.notify_all()
+
+    def _take(self, queues: Sequence[str], limit: int) -> list[Reservation]:
+        now = self.clock.now()
+        out: list[Reservation] = []
+        for queue in queues:
+            heap = self._ready.get(queue)
+            while heap and len(out) < limit and heap[0][0] <= now:
+                _, _, job_id, version = heapq.heappop(heap)
+                row = self._rows.get(job_id)
+                if row is None or row.version != version:
+                    continue
+                row.envelope = row.envelope.replace(attempts=row.envelope.attempts + 1)
+                row.token = new_id()
+                row.reserved_until = now + self.reservation
+                out.append(Reservation(row.envelope, (job_id, row.token), row.reserved_until))
+            if len(out) >= limit:
+                break
+        return out
+
+    def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
+        with self._cond:
+            out = self._take(queues, limit)
+            if not out and wait > 0:
+                self._cond.wait(wait)
+                out = self._take(queues, limit)
+            return out
+
+    def _held(self, reservation: Reservation) -> _Row | None:
+        job_id, token = reservation.receipt
+        row = self._rows.get(job_id)
+        return row if row is not None and row.token == token else None
+
+    def acknowledge(self, reservations: Sequence[Reservation]) -> None:
+        with self._cond:
+            for res in reservations:
+                if self._held(res) is not None:
+                    del self._rows[res.id]
+
+    def release(self, reservation: Reservation, delay: float) -> None:
+        with self._cond:
+            row = self._held(reservation)
+            if row is not None:
+                self._enqueue(row, self.clock.now() + delay)
+                self._cond.notify_all()
+
+    def fail(self, reservation: Reservation, error: str) -> None:
+        with self._cond:
+            row = self._held(reservation)
+            if row is None:
+                return
+            del self._rows[reservation.id]
+            env = row.envelope
+            self._failed[env.id] = FailedJob(
+                env.id, env.queue, env.name, env.attempts, error, self.clock.now(),
+                reservation.stored_body(),
+            )
+
+    def extend(self, reservations: Sequence[Reservation], seconds: float) -> list[Reservation]:
+        kept: list[Reservation] = []
+        with self._cond:
+            until = self.clock.now() + seconds
+            for res in reservations:
+                row = self._held(res)
+                if row is not None:
+                    row.reserved_until = until
+                    kept.append(Reservation(res.envelope, res.receipt, until, res.body, res.decode_error))
+        return kept
+
+    def reclaim_expired(self) -> int:
+        with self._cond:
+            now = self.clock.now()
+            lapsed = [r for r in self._rows.values() if r.token is not None and r.reserved_until <= now]
+            for row in lapsed:
+                self._enqueue(row, now)
+            if lapsed:
+                self._cond.notify_all()
+            return len(lapsed)
+
+    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
+        with self._cond:
+            return sorted(self._failed.values(), key=lambda f: f.failed_at, reverse=True)[:limit]
+
+    def retry_failed(self, id_or_all: str) -> int:
+        with self._cond:
+            ids = list(self._failed) if id_or_all == "all" else [id_or_all]
+            if id_or_all != "all" and id_or_all not in self._failed:
+                raise NoFailedJob(f"there is no failed job with id {id_or_all}")
+            now = self.clock.now()
+            for job_id in ids:
+                failed = self._failed.pop(job_id)
+                env = Envelope.decode(failed.body).replace(attempts=0, available_at=now, unique_key=None)
+                row = _Row(env, now)
+                self._rows[env.id] = row
+                self._enqueue(row, now)
+            self._cond.notify_all()
+            return len(ids)
+
+    def flush_failed(self) -> int:
+        with self._cond:
+            count = len(self._failed)
+            self._failed.clear()
+            return count
+
+    def pending_count(self, queue: str) -> int:
+        with self._cond:
+            return sum(1 for r in self._rows.values() if r.envelope.queue == queue)
+
+    def counts(self) -> list[QueueCounts]:
+        with self._cond:
+            now = self.clock.now()
+            tally: dict[str, list[int]] = {}
+            for row in self._rows.values():
+                slot = tally.setdefault(row.envelope.queue, [0, 0, 0])
+                if row.token is not None:
+                    slot[2] += 1
+                elif row.available_at > now:
+                    slot[1] += 1
+                else:
+                    slot[0] += 1
+            return [QueueCounts(q, *c) for q, c in sorted(tally.items())]
+
+    def failed_count(self) -> int:
+        with self._cond:
+            return len(self._failed)
+
+    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+        with self._cond:
+            now = self.clock.now()
+            held = self._locks.get(key)
+            if held is not None and held[1] > now:
+                return False
+            self._locks[key] = (owner, now + ttl)
+            return True
+
+    def release_lock(self, key: str, owner: str) -> None:
+        with self._cond:
+            held = self._locks.get(key)
+            if held is not None and held[0] == owner:
+                del self._locks[key]
+
+    def migrate(self) -> None:
+        """Nothing to create."""
+
+    def describe(self) -> str:
+        return "memory (this process only)"
+
+    def close(self) -> None:
+        """Nothing to release."""

