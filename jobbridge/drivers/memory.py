@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 from jobbridge.errors import NoFailedJob
+
+if TYPE_CHECKING:
+    from jobbridge.drivers import Resources
+
+SETTINGS = frozenset({"reservation"})
+REFUSED: Mapping[str, tuple[str, str]] = {}
 
 CAPABILITIES = Capabilities(
     is_deferred=True,
@@ -224,3 +231,8 @@ class MemoryDriver:
 
     def close(self) -> None:
         """Nothing to release."""
+
+
+def open(settings: Mapping[str, Any], resources: Resources) -> MemoryDriver:
+    """Build a memory driver from validated connection settings."""
+    return MemoryDriver(reservation=float(settings.get("reservation", 60)), clock=resources.clock)
