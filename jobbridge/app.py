@@ -1,0 +1,251 @@
+"""`JobBridge`: settings -> connections -> the dispatch API.
+
+One app holds the job registry, the container, the clock and one driver per
+declared connection, each built from its own declaration and opened on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from jobbridge import drivers, payload, signals
+from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.container import Container
+from jobbridge.drivers.base import Driver
+from jobbridge.envelope import Envelope, new_id
+from jobbridge.errors import NotAFake
+from jobbridge.execution import Executor, Middleware
+from jobbridge.job import options_of
+from jobbridge.outcome import WorkStats
+from jobbridge.registry import JobRegistry
+from jobbridge.settings import Settings
+from jobbridge.transactions import defer_until_commit, on_rollback
+
+log = logging.getLogger("jobbridge.dispatch")
+Delay = float | int | timedelta
+
+
+class JobBridge:
+    """The application's queue: register jobs, dispatch them, run them."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        jobs: Iterable[type] = (),
+        clock: Clock = SYSTEM_CLOCK,
+        container: Container | None = None,
+        middleware: Sequence[Middleware] = (),
+        drivers: Mapping[str, Driver] | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings.load()
+        self.registry = JobRegistry()
+        self.clock = clock
+        self.container = container or Container()
+        self.middleware = tuple(middleware)
+        self._drivers: dict[str, Driver] = dict(drivers or {})
+        self._executors: dict[str, Executor] = {}
+        self._lock = threading.RLock()
+        self._warned_locks: set[str] = set()
+        self.register(*jobs)
+
+    @classmethod
+    def from_env(cls, **kwargs: Any) -> JobBridge:
+        """Settings from a jobbridge.toml / pyproject.toml in the working directory, then JOBBRIDGE_* vars."""
+        return cls(Settings.load(), **kwargs)
+
+    @classmethod
+    def from_file(cls, path: str | Path, **kwargs: Any) -> JobBridge:
+        return cls(Settings.from_file(path), **kwargs)
+
+    def register(self, *classes: type) -> None:
+        """Make job classes dispatchable and runnable; two classes under one name is an error."""
+        self.registry.register(*classes)
+
+    # -- connections -------------------------------------------------------------------------
+
+    def driver(self, connection: str | None = None) -> Driver:
+        """The driver of a declared connection (the default one when ``None``), opened once."""
+        conn = self.settings.connection(connection)
+        with self._lock:
+            found = self._drivers.get(conn.name)
+            if found is None:
+                module = drivers.load(conn.driver)
+                resources = drivers.Resources(clock=self.clock, run_inline=self._inline_runner(conn.name))
+                found = self._drivers[conn.name] = module.open(conn.options, resources)
+            return found
+
+    def executor(self, connection: str | None = None) -> Executor:
+        name = self.settings.connection(connection).name
+        with self._lock:
+            found = self._executors.get(name)
+            if found is None:
+                found = self._executors[name] = Executor(
+                    self.registry, self.container, connection=name, middleware=self.middleware
+                )
+            return found
+
+    def _inline_runner(self, connection: str) -> Any:
+        return lambda env: self.executor(connection).run_inline(env)
+
+    # -- dispatching -------------------------------------------------------------------------
+
+    def envelope(self, job: Any, *, queue: str | None = None, delay: Delay | None = None,
+                 at: datetime | None = None, tries: int | None = None,
+                 headers: Mapping[str, Any] | None = None) -> Envelope:
+        """The wire message for ``job``; the payload is encoded here, so a bad field fails now."""
+        cls = type(job)
+        name = self.registry.name_of(cls)
+        opts = options_of(cls)
+        now = self.clock.now()
+        unique = job.unique_id()
+        if tries is not None and tries < 1:
+            raise ValueError(f"tries must be at least 1, got {tries}")
+        return Envelope(
+            id=new_id(), name=name, queue=queue or opts.queue, payload=payload.encode(job),
+            tries=tries or opts.tries, timeout=opts.timeout,
+            available_at=_available_at(now, delay, at), created_at=now,
+            unique_key=None if unique is None else f"{name}:{unique}",
+            unique_for=None if unique is None else opts.unique_for,
+            headers=dict(headers or {}),
+        )
+
+    def dispatch(self, job: Any, *, queue: str | None = None, delay: Delay | None = None,
+                 at: datetime | None = None, tries: int | None = None, connection: str | None = None,
+                 transaction: object | None = None, headers: Mapping[str, Any] | None = None) -> str | None:
+        """Queue one job; its id, or ``None`` when a unique duplicate was dropped."""
+        env = self.envelope(job, queue=queue, delay=delay, at=at, tries=tries, headers=headers)
+        return self.push([env], connection=connection, transaction=transaction)[0]
+
+    def dispatch_many(self, jobs: Iterable[Any], *, queue: str | None = None, delay: Delay | None = None,
+                      at: datetime | None = None, tries: int | None = None, connection: str | None = None,
+                      transaction: object | None = None) -> list[str | None]:
+        """Queue many jobs in one round trip where the driver can; ids in order (``None`` for dropped)."""
+        envs = [self.envelope(j, queue=queue, delay=delay, at=at, tries=tries) for j in jobs]
+        return self.push(envs, connection=connection, transaction=transaction)
+
+    async def adispatch(self, job: Any, **options: Any) -> str | None:
+        """`dispatch` for async callers: the same path, run off the event loop."""
+        return await asyncio.to_thread(self.dispatch, job, **options)
+
+    def dispatch_now(self, job: Any) -> None:
+        """Run ``job`` in this process now, with its tries, and no queue; the last error is raised."""
+        self.executor().run_inline(self.envelope(job))
+
+    def push(self, envelopes: Sequence[Envelope], *, connection: str | None = None,
+             transaction: object | None = None) -> list[str | None]:
+        """Store built envelopes (unique locks taken first); what `dispatch` ends with."""
+        conn = self.settings.connection(connection).name
+        driver = self.driver(conn)
+        kept = [env for env in envelopes if self._lock_unique(driver, conn, env)]
+        if transaction is not None:
+            for env in kept:
+                if env.unique_key is not None:
+                    key, owner = env.unique_key, env.id
+                    on_rollback(transaction, lambda k=key, o=owner: driver.release_lock(k, o))
+        if kept:
+            self._store(driver, conn, kept, transaction)
+        ids = {env.id for env in kept}
+        return [env.id if env.id in ids else None for env in envelopes]
+
+    def _lock_unique(self, driver: Driver, connection: str, env: Envelope) -> bool:
+        if env.unique_key is None:
+            return True
+        if not driver.capabilities.shared_locks:
+            if connection not in self._warned_locks:
+                self._warned_locks.add(connection)
+                log.warning("connection %r has no shared lock store: unique jobs are dispatched "
+                            "without deduplication", connection)
+            return True
+        return driver.acquire_lock(env.unique_key, env.id, env.unique_for or 3600.0)
+
+    def _store(self, driver: Driver, connection: str, envs: list[Envelope], transaction: object | None) -> None:
+        def announce() -> None:
+            for env in envs:
+                signals.send(signals.job_dispatched, self._class_of(env), id=env.id, envelope=env,
+                             connection=connection)
+
+        if transaction is None:
+            driver.push(envs)
+            announce()
+        elif driver.capabilities.transactional_push:
+            driver.push(envs, transaction=transaction)
+            announce()
+        else:
+            def later() -> None:
+                driver.push(envs)
+                announce()
+
+            defer_until_commit(transaction, later, lambda: None)
+
+    def _class_of(self, env: Envelope) -> type | None:
+        return self.registry.get(env.name) if env.name in self.registry else None
+
+    # -- running here ------------------------------------------------------------------------
+
+    def run_pending(self, queues: Sequence[str] | None = None, connection: str | None = None) -> WorkStats:
+        """Run every job available now, one at a time, in this thread (tests, scripts).
+
+        Released and delayed jobs stay queued; move a `FixedClock` on to make them due.
+        """
+        driver, executor = self.driver(connection), self.executor(connection)
+        stats = WorkStats()
+        names = list(queues or self.settings.queues)
+        while got := driver.reserve(names, 1):
+            outcome = executor.run(got[0])
+            Executor.settle(driver, [outcome])
+            stats.add(outcome)
+        return stats
+
+    def close(self) -> None:
+        with self._lock:
+            for executor in self._executors.values():
+                executor.close()
+            for driver in self._drivers.values():
+                driver.close()
+            self._executors.clear()
+            self._drivers.clear()
+
+    # -- the fake's assertions, refused on a real queue ----------------------------------------
+
+    def _not_a_fake(self, name: str) -> NotAFake:
+        return NotAFake(f"{name}() is an assertion of jobbridge.testing.QueueFake; on a real queue it "
+                        "would pass without checking anything. Use bridge.fake() in the test.")
+
+    def assert_pushed(self, cls: type, *args: Any) -> None:
+        raise self._not_a_fake("assert_pushed")
+
+    def assert_pushed_times(self, cls: type, times: int) -> None:
+        raise self._not_a_fake("assert_pushed_times")
+
+    def assert_pushed_on(self, cls: type, queue: str) -> None:
+        raise self._not_a_fake("assert_pushed_on")
+
+    def assert_not_pushed(self, cls: type) -> None:
+        raise self._not_a_fake("assert_not_pushed")
+
+    def assert_nothing_pushed(self) -> None:
+        raise self._not_a_fake("assert_nothing_pushed")
+
+    def pushed(self, cls: type) -> list[Any]:
+        raise self._not_a_fake("pushed")
+
+
+def _available_at(now: float, delay: Delay | None, at: datetime | None) -> float:
+    if delay is not None and at is not None:
+        raise ValueError("give delay= or at=, not both")
+    if at is not None:
+        moment = at if at.tzinfo is not None else at.replace(tzinfo=UTC)  # naive means UTC
+        return moment.timestamp()
+    if delay is None:
+        return now
+    seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+    if seconds < 0:
+        raise ValueError(f"delay must not be negative, got {seconds}")
+    return now + seconds

@@ -1,0 +1,71 @@
+"""How an attempt ended, and the exceptions a job (or the Celery facade) raises to choose it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from jobbridge.envelope import Reservation
+
+Action = Literal["acknowledge", "release", "fail"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the worker does with a reservation once its attempt is over."""
+
+    reservation: Reservation
+    action: Action
+    label: str  # the log's outcome word: succeeded, released, failed, discarded
+    delay: float = 0.0
+    error: str = ""
+    exception: BaseException | None = None
+    duration_ms: float = 0.0
+
+
+class ReleaseJob(Exception):  # noqa: N818 - control flow, not an error
+    """Raise in a job to end this attempt and run it again after ``delay`` seconds (a retry).
+
+    It is released even when its tries are used up; the caller decided.
+    """
+
+    def __init__(self, delay: float = 0.0, reason: str = "released by the job") -> None:
+        super().__init__(reason)
+        self.delay = delay
+
+
+class FailJob(Exception):  # noqa: N818 - control flow, not an error
+    """Raise in a job to give up now: no further attempts, ``failed()`` runs, the job is stored as failed."""
+
+
+class AcknowledgeJob(Exception):  # noqa: N818 - control flow, not an error
+    """Raise in a job to end it as done without counting it a success (Celery's ``Ignore``)."""
+
+
+@dataclass(slots=True)
+class WorkStats:
+    """What a worker (or `run_pending`) did: attempts by how they ended."""
+
+    processed: int = 0
+    succeeded: int = 0
+    released: int = 0
+    failed: int = 0
+
+    def add(self, outcome: Outcome) -> None:
+        self.processed += 1
+        if outcome.action == "acknowledge":
+            self.succeeded += 1
+        elif outcome.action == "release":
+            self.released += 1
+        else:
+            self.failed += 1
+
+    def merge(self, other: WorkStats) -> None:
+        self.processed += other.processed
+        self.succeeded += other.succeeded
+        self.released += other.released
+        self.failed += other.failed
+
+    def summary(self) -> str:
+        return (f"Processed {self.processed} job attempt(s): {self.succeeded} succeeded, "
+                f"{self.released} released for retry, {self.failed} failed.")

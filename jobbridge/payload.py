@@ -1,0 +1,232 @@
+"""Payload codec: a job's dataclass fields to JSON and back, decoded by their annotations.
+
+Encoding happens at dispatch, so a value that cannot cross the process
+boundary fails in the web request that dispatched it, naming the field,
+rather than later in a worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import date, datetime, time
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from jobbridge.errors import PayloadDecodeError, PayloadEncodeError
+
+Decoder = Callable[[Any, str], Any]
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def encode_value(value: Any, path: str) -> Any:
+    """One value to JSON-ready data; ``path`` names it in the error."""
+    if isinstance(value, _JSON_SCALARS):
+        return value
+    if isinstance(value, enum.Enum):
+        return encode_value(value.value, path)
+    if isinstance(value, (datetime, date, time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, Decimal)):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: encode_value(getattr(value, f.name), f"{path}.{f.name}") for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, Mapping):
+        out = {}
+        for key, v in value.items():
+            if not isinstance(key, str):
+                raise PayloadEncodeError(f"{path} has a non-string key {key!r}: JSON object keys are strings")
+            out[key] = encode_value(v, f"{path}[{key!r}]")
+        return out
+    raise PayloadEncodeError(
+        f"{path} holds a {type(value).__name__}, which cannot be stored as JSON; "
+        "store an id or a JSON value (str, int, float, bool, None, list, dict, datetime, date, "
+        "UUID, Decimal, Enum or a dataclass) and load the object in handle()"
+    )
+
+
+def encode(job: Any) -> dict[str, Any]:
+    """A job instance's fields as a JSON-ready dict."""
+    name = type(job).__name__
+    return {f.name: encode_value(getattr(job, f.name), f"{name}.{f.name}") for f in dataclasses.fields(job)}
+
+
+def _fail(path: str, expected: str, value: Any) -> PayloadDecodeError:
+    return PayloadDecodeError(f"{path}: expected {expected}, got {type(value).__name__} {value!r:.80}")
+
+
+def _scalar(kind: type) -> Decoder:
+    def decode(value: Any, path: str) -> Any:
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            return value
+        raise _fail(path, kind.__name__, value)
+
+    return decode
+
+
+def _parsed(kind: type, parse: Callable[[Any], Any]) -> Decoder:
+    def decode(value: Any, path: str) -> Any:
+        try:
+            return parse(value)
+        except (TypeError, ValueError, InvalidOperation) as exc:
+            raise _fail(path, kind.__name__, value) from exc
+
+    return decode
+
+
+def _sequence(hint: Any, args: tuple[Any, ...]) -> Decoder:
+    origin = typing.get_origin(hint)
+    if origin is tuple and args and args[-1] is not Ellipsis:
+        items = [decoder_for(a) for a in args]
+
+        def fixed(value: Any, path: str) -> Any:
+            if not isinstance(value, list) or len(value) != len(items):
+                raise _fail(path, f"a list of {len(items)}", value)
+            return tuple(d(v, f"{path}[{i}]") for i, (d, v) in enumerate(zip(items, value, strict=True)))
+
+        return fixed
+    item = decoder_for(args[0]) if args else _any
+    build: Callable[[Any], Any] = {tuple: tuple, set: set, frozenset: frozenset}.get(origin, list)
+
+    def seq(value: Any, path: str) -> Any:
+        if not isinstance(value, list):
+            raise _fail(path, "a list", value)
+        return build(item(v, f"{path}[{i}]") for i, v in enumerate(value))
+
+    return seq
+
+
+def _mapping(args: tuple[Any, ...]) -> Decoder:
+    item = decoder_for(args[1]) if len(args) == 2 else _any
+
+    def decode(value: Any, path: str) -> Any:
+        if not isinstance(value, dict):
+            raise _fail(path, "an object", value)
+        return {k: item(v, f"{path}[{k!r}]") for k, v in value.items()}
+
+    return decode
+
+
+def _union(args: tuple[Any, ...]) -> Decoder:
+    options = [decoder_for(a) for a in args if a is not type(None)]
+    optional = type(None) in args
+
+    def decode(value: Any, path: str) -> Any:
+        if value is None and optional:
+            return None
+        for option in options:
+            try:
+                return option(value, path)
+            except PayloadDecodeError:
+                continue
+        raise _fail(path, " | ".join(getattr(a, "__name__", str(a)) for a in args), value)
+
+    return decode
+
+
+def _any(value: Any, path: str) -> Any:
+    return value
+
+
+def _enum(kind: type[enum.Enum]) -> Decoder:
+    def decode(value: Any, path: str) -> Any:
+        try:
+            return kind(value)
+        except ValueError as exc:
+            raise _fail(path, f"a {kind.__name__} value", value) from exc
+
+    return decode
+
+
+_PARSERS: dict[type, Callable[[Any], Any]] = {
+    datetime: datetime.fromisoformat,
+    date: date.fromisoformat,
+    time: time.fromisoformat,
+    uuid.UUID: uuid.UUID,
+    Decimal: Decimal,
+}
+
+
+def decoder_for(hint: Any) -> Decoder:
+    """The decoder for one annotation; built once per field and cached by `decoder_of`."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any or hint is object:
+        return _any
+    if origin is typing.Union or origin is types.UnionType:
+        return _union(args)
+    if origin is typing.Literal:
+        return _literal(args)
+    if origin in (list, tuple, set, frozenset) or hint in (list, tuple, set, frozenset):
+        return _sequence(hint, args)
+    if origin is dict or hint is dict or origin is Mapping:
+        return _mapping(args)
+    if isinstance(hint, type):
+        if issubclass(hint, enum.Enum):
+            return _enum(hint)
+        if hint in _PARSERS:
+            return _parsed(hint, _PARSERS[hint])
+        if dataclasses.is_dataclass(hint):
+            return _dataclass_decoder(hint)
+        if hint in _JSON_SCALARS:
+            return _scalar(hint)
+    return _any
+
+
+def _literal(args: tuple[Any, ...]) -> Decoder:
+    def decode(value: Any, path: str) -> Any:
+        if value in args:
+            return value
+        raise _fail(path, f"one of {args!r}", value)
+
+    return decode
+
+
+def _dataclass_decoder(cls: type) -> Decoder:
+    def decode(value: Any, path: str) -> Any:
+        if not isinstance(value, dict):
+            raise _fail(path, f"an object for {cls.__name__}", value)
+        return decode_fields(cls, value, path)
+
+    return decode
+
+
+_FIELDS: dict[type, tuple[dict[str, Decoder], frozenset[str]]] = {}
+
+
+def _field_decoders(cls: type) -> tuple[dict[str, Decoder], frozenset[str]]:
+    cached = _FIELDS.get(cls)
+    if cached is None:
+        hints = typing.get_type_hints(cls)
+        fields = [f for f in dataclasses.fields(cls) if f.init]
+        required = frozenset(
+            f.name for f in fields
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        )
+        cached = ({f.name: decoder_for(hints.get(f.name, Any)) for f in fields}, required)
+        _FIELDS[cls] = cached
+    return cached
+
+
+def decode_fields(cls: type, data: Mapping[str, Any], path: str) -> Any:
+    """Build ``cls`` from ``data``: every field decoded by its annotation, extras refused."""
+    decoders, required = _field_decoders(cls)
+    extra = data.keys() - decoders.keys()
+    if extra:
+        raise PayloadDecodeError(f"{path}: unknown field(s) {sorted(extra)}; was the job class changed?")
+    missing = required - data.keys()
+    if missing:
+        raise PayloadDecodeError(f"{path}: missing field(s) {sorted(missing)}")
+    return cls(**{k: decoders[k](v, f"{path}.{k}") for k, v in data.items()})
+
+
+def decode(cls: type, data: Mapping[str, Any]) -> Any:
+    """A job instance from its stored payload; `PayloadDecodeError` names the bad field."""
+    return decode_fields(cls, data, cls.__name__)
