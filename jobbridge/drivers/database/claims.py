@@ -1,0 +1,117 @@
+"""The claim: how each dialect marks up to ``limit`` ready rows of one queue as reserved by a token.
+
+Every claim sets ``token`` and ``reserved_until`` and adds one to ``attempts``
+on rows that were not reserved and are due, oldest ``available_at`` first, and
+returns them in that order as `ClaimedRow`s. They differ in how they keep two
+workers from taking the same row:
+
+- SQLite: one ``UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING`` inside
+  the caller's ``BEGIN IMMEDIATE``, which holds the database's single write lock;
+- PostgreSQL: one statement, a CTE selecting ``FOR UPDATE SKIP LOCKED`` feeding
+  ``UPDATE ... RETURNING``, so concurrent claims pass each other's rows by;
+- MariaDB/MySQL (no ``UPDATE ... RETURNING``): ``SELECT ... FOR UPDATE SKIP
+  LOCKED`` then ``UPDATE`` of those ids, in the caller's transaction; the rows
+  stay locked until it commits, so what the SELECT read is what was claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, NamedTuple, Protocol
+
+from sqlalchemy import ColumnElement, Connection, Integer, Select, bindparam, select, update
+
+from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL
+from jobbridge.drivers.database.schema import jobs
+
+
+class ClaimedRow(NamedTuple):
+    """A row as reserve reads it back, ``attempts`` already counting this attempt."""
+
+    id: str
+    queue: str
+    body: bytes
+    attempts: int
+    available_at: float
+
+
+class Claim(Protocol):
+    def __call__(
+        self, conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+    ) -> list[ClaimedRow]: ...
+
+
+_RETURNED = (jobs.c.id, jobs.c.queue, jobs.c.body, jobs.c.attempts, jobs.c.available_at)
+_MARK = {
+    "token": bindparam("new_token"),
+    "reserved_until": bindparam("lease_until"),
+    "attempts": jobs.c.attempts + 1,
+}
+
+
+def _ready(*columns: ColumnElement[Any]) -> Select[Any]:
+    """The due, unreserved rows of one queue, in the order they are handed out."""
+    return (
+        select(*(columns or (jobs.c.id,)))
+        .where(
+            jobs.c.queue == bindparam("in_queue"),
+            jobs.c.reserved_until.is_(None),
+            jobs.c.available_at <= bindparam("due_by"),
+        )
+        .order_by(jobs.c.available_at, jobs.c.id)
+        .limit(bindparam("batch", type_=Integer))
+    )
+
+
+def _in_order(rows: Iterable[Any]) -> list[ClaimedRow]:
+    # RETURNING promises no order: restore the one the claim chose.
+    claimed = [ClaimedRow(*row) for row in rows]
+    claimed.sort(key=lambda row: (row.available_at, row.id))
+    return claimed
+
+
+_SQLITE_CLAIM = update(jobs).where(jobs.c.id.in_(_ready())).values(**_MARK).returning(*_RETURNED)
+
+
+def claim_sqlite(
+    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+) -> list[ClaimedRow]:
+    """Claim under SQLite's write lock (the caller began with ``BEGIN IMMEDIATE``)."""
+    params = {"in_queue": queue, "due_by": now, "batch": limit, "new_token": token, "lease_until": until}
+    return _in_order(conn.execute(_SQLITE_CLAIM, params))
+
+
+_PICKED = _ready().with_for_update(skip_locked=True).cte("picked")
+_POSTGRES_CLAIM = update(jobs).where(jobs.c.id == _PICKED.c.id).values(**_MARK).returning(*_RETURNED)
+
+
+def claim_postgres(
+    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+) -> list[ClaimedRow]:
+    """Claim in one statement; rows another transaction has locked are skipped, never waited on."""
+    params = {"in_queue": queue, "due_by": now, "batch": limit, "new_token": token, "lease_until": until}
+    return _in_order(conn.execute(_POSTGRES_CLAIM, params))
+
+
+_MYSQL_PICK = _ready(*_RETURNED).with_for_update(skip_locked=True)
+_MYSQL_MARK = update(jobs).where(jobs.c.id.in_(bindparam("ids", expanding=True))).values(**_MARK)
+
+
+def claim_mysql(
+    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+) -> list[ClaimedRow]:
+    """Lock the rows, then mark them; the lock lasts until the caller's transaction commits."""
+    picked = conn.execute(_MYSQL_PICK, {"in_queue": queue, "due_by": now, "batch": limit}).all()
+    if not picked:
+        return []
+    ids = [row[0] for row in picked]
+    conn.execute(_MYSQL_MARK, {"ids": ids, "new_token": token, "lease_until": until})
+    return [ClaimedRow(row[0], row[1], row[2], row[3] + 1, row[4]) for row in picked]
+
+
+CLAIMS: dict[str, Claim] = {MYSQL: claim_mysql, POSTGRESQL: claim_postgres}
+
+
+def claim_for(dialect: str) -> Claim:
+    """The claim the dialect named by SQLAlchemy (``sqlite``, ``postgresql``, ``mysql``) uses."""
+    return CLAIMS.get(dialect, claim_sqlite)

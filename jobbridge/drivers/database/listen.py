@@ -1,0 +1,136 @@
+"""PostgreSQL's wake-up call: one dedicated LISTEN connection per driver, read by a daemon thread.
+
+``push`` sends ``NOTIFY jobbridge_jobs, '<queue>'`` in the transaction that
+stores the jobs, so the notification arrives exactly when they become visible.
+The thread counts notifications per queue; ``reserve(wait=...)`` sleeps on a
+condition until one arrives for a queue it takes (or the wait runs out).
+Notifications sent while the connection is down are lost, so after every
+reconnect the thread wakes all waiters to look at the table again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+from sqlalchemy import Engine
+
+from jobbridge.errors import DriverUnavailable
+
+CHANNEL = "jobbridge_jobs"
+#: how often the thread checks a quiet connection is still alive
+HEALTH_CHECK = 30.0
+_POLL = 0.5
+_MAX_BACKOFF = 5.0
+
+log = logging.getLogger("jobbridge.drivers.database")
+
+Connect = Callable[[], "psycopg.Connection[Any]"]
+
+
+def connect_like(engine: Engine) -> psycopg.Connection[Any]:
+    """A new autocommit psycopg connection with the engine's own connect arguments."""
+    cargs, cparams = engine.dialect.create_connect_args(engine.url)
+    cparams.setdefault("connect_timeout", 10)
+    return psycopg.connect(*cargs, autocommit=True, **cparams)
+
+
+class Listener:
+    """Notifications as a sequence number per queue; waiters compare against where they started."""
+
+    def __init__(self, connect: Connect) -> None:
+        self._connect = connect
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._last: dict[str, int] = {}
+        self._everyone = 0  # the last sequence number that concerned every queue
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start_lock = threading.Lock()
+
+    def start(self) -> None:
+        """Listen from now on (idempotent); `DriverUnavailable` if the first connection fails."""
+        with self._start_lock:
+            if self._thread is not None:
+                return
+            conn = self._open()
+            self._thread = threading.Thread(target=self._run, args=(conn,), name="jobbridge-listen",
+                                            daemon=True)
+            self._thread.start()
+
+    def mark(self) -> int:
+        """Where the notifications stand now: pass it to `wait` after looking at the table."""
+        with self._cond:
+            return self._seq
+
+    def wait(self, queues: Sequence[str], since: int, timeout: float) -> bool:
+        """Sleep until a notification after ``since`` concerns one of ``queues``; False on timeout."""
+
+        def woken() -> bool:
+            return self._everyone > since or any(self._last.get(q, 0) > since for q in queues)
+
+        with self._cond:
+            return self._cond.wait_for(woken, timeout)
+
+    def close(self) -> None:
+        """Stop the thread; it closes its connection within one poll interval."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=_POLL * 4)
+
+    def _open(self) -> psycopg.Connection[Any]:
+        try:
+            conn = self._connect()
+            conn.execute(f"LISTEN {CHANNEL}")
+        except psycopg.Error as error:
+            raise DriverUnavailable(f"cannot open the LISTEN connection: {error}") from error
+        return conn
+
+    def _note(self, queue: str) -> None:
+        with self._cond:
+            self._seq += 1
+            if queue:
+                self._last[queue] = self._seq
+            else:
+                self._everyone = self._seq
+            self._cond.notify_all()
+
+    def _run(self, conn: psycopg.Connection[Any] | None) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            if conn is None:
+                conn = self._reconnect()
+                if conn is None:
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF)
+                    continue
+                backoff = 0.1
+            try:
+                self._serve(conn)
+            except psycopg.Error as error:
+                log.warning("jobbridge LISTEN connection lost (%s); reconnecting", error)
+            conn.close()
+            conn = None
+            self._note("")  # a waiter may be owed a notification that went down with the connection
+
+    def _reconnect(self) -> psycopg.Connection[Any] | None:
+        try:
+            conn = self._open()
+        except DriverUnavailable as error:
+            log.warning("jobbridge LISTEN reconnect failed: %s", error.__cause__)
+            return None
+        self._note("")  # jobs pushed while we were away sent notifications nobody heard
+        return conn
+
+    def _serve(self, conn: psycopg.Connection[Any]) -> None:
+        checked = time.monotonic()
+        while not self._stop.is_set():
+            for notify in conn.notifies(timeout=_POLL):
+                self._note(notify.payload)
+            if time.monotonic() - checked > HEALTH_CHECK:
+                conn.execute("SELECT 1")
+                checked = time.monotonic()

@@ -1,0 +1,86 @@
+"""The database driver's tables, as one SQLAlchemy `MetaData` an app's Alembic can include.
+
+Times are float epoch seconds from the driver's clock (never the server's
+``NOW()``), stored as DOUBLE so that tests cross leases by moving the clock.
+A row of ``jobbridge_jobs`` is *reserved* while ``token`` is set; its
+``reserved_until`` is then the lease deadline, and both are NULL otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    Column,
+    Double,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects import mysql
+
+#: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+# MySQL's BLOB and TEXT stop at 64 KiB: a large payload or a long traceback needs the bigger kinds.
+_Body = LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+_Error = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+_Time: Double[float] = Double(asdecimal=False)
+_MYSQL: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mariadb_engine": "InnoDB",
+          "mariadb_charset": "utf8mb4"}
+
+jobs = Table(
+    "jobbridge_jobs",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("queue", String(191), nullable=False),
+    Column("name", String(191), nullable=False),
+    Column("body", _Body, nullable=False),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("available_at", _Time, nullable=False),
+    Column("created_at", _Time, nullable=False),
+    Column("token", String(36), nullable=True),
+    Column("reserved_until", _Time, nullable=True),
+    # reserve: equality on queue, IS NULL on reserved_until, then the index gives the order
+    Index("jobbridge_jobs_ready", "queue", "reserved_until", "available_at", "id"),
+    # reclaim_expired: only reserved rows have a lease to lapse
+    Index("jobbridge_jobs_lease", "reserved_until"),
+    **_MYSQL,
+)
+
+failed_jobs = Table(
+    "jobbridge_failed_jobs",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("queue", String(191), nullable=False),
+    Column("name", String(191), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", _Error, nullable=False),
+    Column("failed_at", _Time, nullable=False),
+    Column("body", _Body, nullable=False),
+    Index("jobbridge_failed_jobs_failed_at", "failed_at"),
+    **_MYSQL,
+)
+
+locks = Table(
+    "jobbridge_locks",
+    metadata,
+    Column("key", String(191), primary_key=True),
+    Column("owner", String(191), nullable=False),
+    Column("expires_at", _Time, nullable=False),
+    **_MYSQL,
+)
+
+schema_versions = Table(
+    "jobbridge_schema",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("applied_at", _Time, nullable=False),
+    **_MYSQL,
+)
