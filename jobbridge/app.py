@@ -7,6 +7,7 @@ declared connection, each built from its own declaration and opened on first use
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -147,8 +148,7 @@ class JobBridge:
         if transaction is not None:
             for env in kept:
                 if env.unique_key is not None:
-                    key, owner = env.unique_key, env.id
-                    on_rollback(transaction, lambda k=key, o=owner: driver.release_lock(k, o))
+                    on_rollback(transaction, functools.partial(driver.release_lock, env.unique_key, env.id))
         if kept:
             self._store(driver, conn, kept, transaction)
         ids = {env.id for env in kept}
@@ -192,7 +192,9 @@ class JobBridge:
     def run_pending(self, queues: Sequence[str] | None = None, connection: str | None = None) -> WorkStats:
         """Run every job available now, one at a time, in this thread (tests, scripts).
 
-        Released and delayed jobs stay queued; move a `FixedClock` on to make them due.
+        Delayed jobs, and jobs released with a backoff, stay queued until they are due:
+        move a `FixedClock` on to make them due. A job released with no delay is due
+        at once, so it runs again within the same call.
         """
         driver, executor = self.driver(connection), self.executor(connection)
         stats = WorkStats()
@@ -212,13 +214,19 @@ class JobBridge:
             self._executors.clear()
             self._drivers.clear()
 
+    def fake(self) -> Any:
+        """A `QueueFake` sharing this app's registry and settings, for tests."""
+        from jobbridge.testing.fake import QueueFake
+
+        return QueueFake(self)
+
     # -- the fake's assertions, refused on a real queue ----------------------------------------
 
     def _not_a_fake(self, name: str) -> NotAFake:
         return NotAFake(f"{name}() is an assertion of jobbridge.testing.QueueFake; on a real queue it "
                         "would pass without checking anything. Use bridge.fake() in the test.")
 
-    def assert_pushed(self, cls: type, *args: Any) -> None:
+    def assert_pushed(self, cls: type, where: Any = None) -> None:
         raise self._not_a_fake("assert_pushed")
 
     def assert_pushed_times(self, cls: type, times: int) -> None:

@@ -35,10 +35,8 @@ class Backoff:
         return cls("fixed", float(seconds), float(seconds), jitter)
 
     def delay(self, attempt: int) -> float:
-        if self.kind == "fixed":
-            full = self.base
-        else:
-            full = min(self.max, self.base * 2.0 ** min(max(attempt - 1, 0), 62))
+        exponent = min(max(attempt - 1, 0), 62)
+        full = self.base if self.kind == "fixed" else min(self.max, self.base * 2.0**exponent)
         return random.uniform(full / 2, full) if self.jitter else full
 
 

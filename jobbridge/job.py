@@ -87,11 +87,11 @@ class Job:
             unique_for=float(unique_for),
         )
 
-    def handle(self, ctx: JobContext) -> None | Awaitable[None]:
+    def handle(self, ctx: JobContext) -> Awaitable[None] | None:
         """Run the job; raise to fail the attempt. May be ``async def``."""
         raise JobDefinitionError(f"{type(self).__qualname__} has no handle(self, ctx) method")
 
-    def failed(self, ctx: JobContext, error: BaseException) -> None | Awaitable[None]:
+    def failed(self, ctx: JobContext, error: BaseException) -> Awaitable[None] | None:
         """Called once, after the last attempt failed."""
         return None
 

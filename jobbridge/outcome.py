@@ -23,7 +23,7 @@ class Outcome:
     duration_ms: float = 0.0
 
 
-class ReleaseJob(Exception):  # noqa: N818 - control flow, not an error
+class ReleaseJob(Exception):
     """Raise in a job to end this attempt and run it again after ``delay`` seconds (a retry).
 
     It is released even when its tries are used up; the caller decided.
@@ -34,11 +34,11 @@ class ReleaseJob(Exception):  # noqa: N818 - control flow, not an error
         self.delay = delay
 
 
-class FailJob(Exception):  # noqa: N818 - control flow, not an error
+class FailJob(Exception):
     """Raise in a job to give up now: no further attempts, ``failed()`` runs, the job is stored as failed."""
 
 
-class AcknowledgeJob(Exception):  # noqa: N818 - control flow, not an error
+class AcknowledgeJob(Exception):
     """Raise in a job to end it as done without counting it a success (Celery's ``Ignore``)."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from blinker import ANY, Namespace, NamedSignal
+from blinker import ANY, NamedSignal, Namespace
 
 _signals = Namespace()
 log = logging.getLogger("jobbridge.signals")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from jobbridge.errors import JobTimeout
 
 
-class AttemptInterrupted(BaseException):  # noqa: N818 - a signal, not an error
+class AttemptInterrupted(BaseException):
     """Raised into an overrunning attempt's thread. BaseException, so ``except Exception`` in a job
     does not swallow it; the executor turns it into `JobTimeout`."""
 

@@ -69,7 +69,9 @@ def driver_for_url(url: str) -> str:
         return SCHEMES[scheme]
     except KeyError:
         known = ", ".join(f"{s}://" for s in SCHEMES)
-        raise ConfigurationError(f"no driver handles the URL scheme {scheme!r} in {url!r}; use one of {known}") from None
+        raise ConfigurationError(
+            f"no driver handles the URL scheme {scheme!r} in {url!r}; use one of {known}"
+        ) from None
 
 
 def load(name: str) -> DriverModule:

@@ -1,5 +1,6 @@
-"""Testing support: a clock that tests fix, the queue fake and the driver contract."""
+"""Testing support: a clock tests fix, the queue fake, and the driver contract suite."""
 
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.fake import QueueFake
 
-__all__ = ["FixedClock"]
+__all__ = ["FixedClock", "QueueFake"]
