@@ -1,0 +1,95 @@
+"""The redis-py clients a driver talks through, and the wall that keeps redis exceptions out.
+
+Every command goes through `translated()`, so the worker sees `DriverUnavailable`
+(refused, reset, timed out, still loading) or `DriverError`, never a redis
+exception, with the client's error chained as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from jobbridge.drivers.redis.settings import RedisSettings
+from jobbridge.errors import DriverError, DriverUnavailable
+
+#: the longest a single blocking reserve waits before handing control back to the worker
+MAX_BLOCK_SECONDS = 5.0
+_FIRST_BACKOFF_SECONDS = 0.01
+
+
+def retry_policy(settings: RedisSettings) -> Retry:
+    """What a command does when the connection drops: try again with backoff, or fail at once.
+
+    redis-py retries three times by default; "off unless declared" means no
+    retry at all unless ``reconnect`` is set. Either way a later command opens
+    a fresh connection, so one refused command never poisons the client.
+    """
+    if not settings.reconnect:
+        return Retry(NoBackoff(), 0)
+    backoff = ExponentialBackoff(cap=settings.reconnect_max_backoff_ms / 1000, base=_FIRST_BACKOFF_SECONDS)
+    return Retry(backoff, settings.reconnect_attempts)
+
+
+def _seconds(millis: int | None) -> float | None:
+    return None if millis is None else millis / 1000
+
+
+def connect(settings: RedisSettings, *, blocking: bool = False) -> redis.Redis:
+    """A client on ``settings.url``; ``blocking`` gives one whose reads outlast a blocking reserve.
+
+    A blocking XREADGROUP legitimately waits longer than ``response_timeout_ms``,
+    so it gets its own client (and pool) whose read timeout is that budget plus
+    the longest block, instead of loosening the budget of every other command.
+    """
+    response = _seconds(settings.response_timeout_ms)
+    if blocking and response is not None:
+        response += MAX_BLOCK_SECONDS
+    return redis.Redis.from_url(
+        settings.url,
+        socket_connect_timeout=_seconds(settings.connect_timeout_ms),
+        socket_timeout=response,
+        retry=retry_policy(settings),
+        decode_responses=False,
+        client_name="jobbridge",
+    )
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Turn redis-py's exceptions into jobbridge's, chained with ``from``."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        raise DriverUnavailable(f"redis is unreachable: {exc}") from exc
+    except RedisError as exc:
+        raise DriverError(f"redis refused a command: {exc}") from exc
+
+
+def redacted(url: str) -> str:
+    """The URL with its password removed, for banners and logs."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}@{host}" if user else host
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def as_text(value: Any) -> str:
+    """A reply value as str (replies are bytes: bodies must stay binary)."""
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,290 @@
+"""`RedisDriver`: the reservation protocol on Redis Streams, a consumer group per queue.
+
+Who holds what is decided by the lease set, scored in clock seconds, so the
+injected clock (not Redis's) moves leases and delays; XAUTOCLAIM is the
+real-time safety net for an entry claimed without a lease. See docs/redis.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+from redis.typing import EncodableT
+
+from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers.base import Capabilities
+from jobbridge.drivers.redis import entries
+from jobbridge.drivers.redis.connection import MAX_BLOCK_SECONDS, as_text, connect, redacted, translated
+from jobbridge.drivers.redis.entries import Receipt
+from jobbridge.drivers.redis.eviction import check_eviction_policy
+from jobbridge.drivers.redis.failed import FailedStore
+from jobbridge.drivers.redis.keys import CONSUMER, GROUP, Keys
+from jobbridge.drivers.redis.locks import LockStore
+from jobbridge.drivers.redis.scripts import Scripts
+from jobbridge.drivers.redis.settings import RedisSettings
+from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
+
+CAPABILITIES = Capabilities(
+    is_deferred=True,
+    survives_a_restart=True,
+    needs_a_worker=True,
+    may_lose_an_accepted_job=True,  # persistence is periodic, replication asynchronous, keys evictable
+    delayed_push=True,
+    per_message_release=True,
+    priorities=True,
+    transactional_push=False,
+    shared_locks=True,
+    blocking_reserve=True,
+)
+
+#: envelopes per push.lua call: big enough to amortise the round trip, small enough not to stall Redis
+PUSH_CHUNK = 1000
+#: delayed jobs promoted per queue per reserve; the rest follow on the next reserve
+PROMOTE_BATCH = 1000
+#: lapsed leases handled per reclaim.lua call
+RECLAIM_BATCH = 1000
+#: XAUTOCLAIM COUNT per round of the safety-net sweep
+SWEEP_COUNT = 100
+
+
+class RedisDriver:
+    """Streams for ready and reserved jobs, sorted sets for delays and leases, hashes for failures."""
+
+    capabilities = CAPABILITIES
+
+    def __init__(self, settings: RedisSettings, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.settings = settings
+        self.reservation = settings.reservation
+        self.clock = clock
+        self.keys = Keys(settings.prefix)
+        self.client = connect(settings)
+        # a blocking read waits longer than any other command is allowed to: its own client
+        self._blocking = connect(settings, blocking=True)
+        self.scripts = Scripts.register(self.client)
+        self._failed = FailedStore(self.client, self.keys, self.scripts, clock)
+        self._locks = LockStore(self.client, self.keys, self.scripts, clock)
+
+    # -- push and reserve -------------------------------------------------------------------
+
+    def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
+        if transaction is not None:
+            raise TypeError("the redis driver cannot join a transaction; the app pushes after the commit")
+        now = self.clock.now()
+        by_queue: dict[str, list[Envelope]] = {}
+        for env in envelopes:
+            by_queue.setdefault(env.queue, []).append(env)
+        with translated():
+            for queue, envs in by_queue.items():
+                keys = [self.keys.queues, self.keys.stream(queue), self.keys.delayed(queue)]
+                for start in range(0, len(envs), PUSH_CHUNK):
+                    chunk = envs[start : start + PUSH_CHUNK]
+                    self.scripts.push(keys, [queue, *entries.push_args(chunk, now)])
+
+    def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
+        names = list(dict.fromkeys(queues))
+        if limit <= 0 or not names:
+            return []
+        got, next_due = self._claim(names, limit)
+        if got or wait <= 0:
+            return got
+        block = min(wait, MAX_BLOCK_SECONDS)
+        if next_due is not None:
+            # wake for a delayed job falling due, not only for a push
+            block = min(block, next_due - self.clock.now())
+        if block > 0:
+            got = self._block(names, limit, block)
+        # a timed-out wait may have let a delayed job fall due: one more promote-and-claim
+        return got or self._claim(names, limit)[0]
+
+    def _claim(self, queues: list[str], limit: int) -> tuple[list[Reservation], float | None]:
+        """One reserve.lua call: promote due delayed jobs, claim in priority order, record leases."""
+        now = self.clock.now()
+        lease_until = now + self.reservation
+        keys = [self.keys.leases]
+        for queue in queues:
+            keys += [self.keys.stream(queue), self.keys.delayed(queue)]
+        args: list[EncodableT] = [repr(now), repr(lease_until), limit, GROUP, CONSUMER, PROMOTE_BATCH]
+        args += queues
+        with translated():
+            flat, next_due = self.scripts.reserve(keys, args)
+        got = list(entries.claimed(flat, queues, lease_until, now))
+        return got, None if next_due is None else float(next_due)
+
+    def _block(self, queues: list[str], limit: int, seconds: float) -> list[Reservation]:
+        """XREADGROUP BLOCK on every queue's stream: a push to any of them wakes this at once."""
+        streams: dict[Any, Any] = {self.keys.stream(q): ">" for q in queues}
+        with translated():
+            try:
+                reply = self._blocking.xreadgroup(
+                    GROUP, CONSUMER, streams, count=limit, block=max(1, int(seconds * 1000))
+                )
+            except ResponseError as exc:
+                if "NOGROUP" in str(exc):  # a stream deleted since _claim created its group
+                    return []
+                raise
+            return self._lease_claimed(list(reply or []), queues, limit)
+
+    def _lease_claimed(self, reply: list[Any], queues: list[str], limit: int) -> list[Reservation]:
+        """Record leases for what a blocking read claimed; hand back anything beyond ``limit``.
+
+        The read and the leases are two round trips: a worker dying between them leaves
+        entries pending with no lease member, which reclaim's XAUTOCLAIM sweep returns
+        after a reservation of real time.
+        """
+        index = {self.keys.stream(q): i for i, q in enumerate(queues)}
+        found = sorted(
+            ((index[as_text(stream)], as_text(entry_id), fields) for stream, items in reply
+             for entry_id, fields in items),
+            key=lambda item: item[0],  # stable: priority order, then stream order
+        )
+        keep, extra = found[:limit], found[limit:]
+        now = self.clock.now()
+        lease_until = now + self.reservation
+        if keep:
+            members = {Receipt(queues[i], entry_id).member: lease_until for i, entry_id, _ in keep}
+            self.client.zadd(self.keys.leases, members)
+        for i in sorted({i for i, _, _ in extra}):
+            ids = [entry_id for j, entry_id, _ in extra if j == i]
+            self.scripts.hand_back([self.keys.stream(queues[i])], [GROUP, *ids])
+        return [
+            entries.reservation(queues[i], entry_id, fields, lease_until, now) for i, entry_id, fields in keep
+        ]
+
+    # -- settle a reservation ---------------------------------------------------------------
+
+    def acknowledge(self, reservations: Sequence[Reservation]) -> None:
+        if not reservations:
+            return
+        by_queue: dict[str, list[str]] = {}
+        for res in reservations:
+            receipt: Receipt = res.receipt
+            by_queue.setdefault(receipt.queue, []).append(receipt.entry_id)
+        with translated():
+            # one round trip, all or nothing; a stale receipt names an entry already gone (no-op)
+            pipe = self.client.pipeline(transaction=True)
+            for queue, ids in by_queue.items():
+                pipe.xack(self.keys.stream(queue), GROUP, *ids)
+                pipe.xdel(self.keys.stream(queue), *ids)
+            pipe.zrem(self.keys.leases, *(res.receipt.member for res in reservations))
+            pipe.execute()
+
+    def release(self, reservation: Reservation, delay: float) -> None:
+        receipt: Receipt = reservation.receipt
+        due = "" if delay <= 0 else repr(self.clock.now() + delay)
+        keys = [self.keys.leases, self.keys.stream(receipt.queue), self.keys.delayed(receipt.queue)]
+        with translated():
+            self.scripts.release(keys, [receipt.member, receipt.entry_id, GROUP, due])
+
+    def fail(self, reservation: Reservation, error: str) -> None:
+        receipt: Receipt = reservation.receipt
+        env = reservation.envelope
+        keys = [
+            self.keys.leases, self.keys.stream(receipt.queue), self.keys.failed, self.keys.failed_job(env.id),
+        ]
+        args: list[EncodableT] = [
+            receipt.member, receipt.entry_id, GROUP, repr(self.clock.now()),
+            env.id, receipt.queue, env.name, env.attempts, error, reservation.stored_body(),
+        ]
+        with translated():
+            self.scripts.fail(keys, args)
+
+    def extend(self, reservations: Sequence[Reservation], seconds: float) -> list[Reservation]:
+        if not reservations:
+            return []
+        until = self.clock.now() + seconds
+        members = [r.receipt.member for r in reservations]
+        with translated():
+            held = self.scripts.extend([self.keys.leases], [repr(until), *members])
+        return [
+            dataclasses.replace(r, lease_until=until) for r, h in zip(reservations, held, strict=True) if h
+        ]
+
+    def reclaim_expired(self) -> int:
+        now = self.clock.now()
+        total = 0
+        with translated():
+            while True:
+                lapsed = self.client.zrangebyscore(
+                    self.keys.leases, "-inf", repr(now), start=0, num=RECLAIM_BATCH
+                )
+                members = [as_text(m) for m in lapsed]
+                queues = {as_text(q) for q in self.client.smembers(self.keys.queues)}
+                queues.update(m.partition(" ")[2] for m in members)
+                names = sorted(queues)
+                keys = [self.keys.leases, *(self.keys.stream(q) for q in names)]
+                args: list[EncodableT] = [
+                    repr(now), GROUP, CONSUMER, int(self.reservation * 1000), SWEEP_COUNT, len(names),
+                    *names, *members,
+                ]
+                reclaimed = int(self.scripts.reclaim(keys, args))
+                total += reclaimed
+                if len(members) < RECLAIM_BATCH or reclaimed == 0:
+                    return total
+
+    # -- the failed store, counts and locks -------------------------------------------------
+
+    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
+        return self._failed.newest(limit)
+
+    def retry_failed(self, id_or_all: str) -> int:
+        return self._failed.retry(id_or_all)
+
+    def flush_failed(self) -> int:
+        return self._failed.flush()
+
+    def failed_count(self) -> int:
+        return self._failed.count()
+
+    def pending_count(self, queue: str) -> int:
+        """Entries on the stream (ready or reserved: acknowledged ones are deleted) plus delayed."""
+        with translated():
+            pipe = self.client.pipeline(transaction=True)
+            pipe.xlen(self.keys.stream(queue))
+            pipe.zcard(self.keys.delayed(queue))
+            length, delayed = pipe.execute()
+        return int(length) + int(delayed)
+
+    def counts(self) -> list[QueueCounts]:
+        now = repr(self.clock.now())
+        with translated():
+            names = sorted(as_text(q) for q in self.client.smembers(self.keys.queues))
+            pipe = self.client.pipeline(transaction=True)
+            for queue in names:
+                pipe.xlen(self.keys.stream(queue))
+                pipe.xpending(self.keys.stream(queue), GROUP)
+                pipe.zcount(self.keys.delayed(queue), "-inf", now)
+                pipe.zcount(self.keys.delayed(queue), f"({now}", "+inf")
+            replies = pipe.execute(raise_on_error=False)
+        out: list[QueueCounts] = []
+        for i, queue in enumerate(names):
+            length, pending, due, later = replies[4 * i : 4 * i + 4]
+            reserved = int(pending["pending"]) if isinstance(pending, dict) else 0  # NOGROUP: none yet
+            counts = QueueCounts(queue, int(length) - reserved + int(due), int(later), reserved)
+            if counts.pending:
+                out.append(counts)
+        return out
+
+    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+        return self._locks.acquire(key, owner, ttl)
+
+    def release_lock(self, key: str, owner: str) -> None:
+        self._locks.release(key, owner)
+
+    # -- the connection ---------------------------------------------------------------------
+
+    def check_eviction_policy(self) -> str:
+        """Warn unless Redis is set to refuse writes rather than evict keys; return the policy."""
+        return check_eviction_policy(self.client)
+
+    def migrate(self) -> None:
+        """Nothing to create: reserve.lua creates each queue's consumer group the first time it reads."""
+
+    def describe(self) -> str:
+        return f"redis {redacted(self.settings.url)} (prefix {self.settings.prefix!r})"
+
+    def close(self) -> None:
+        self.client.close()
+        self._blocking.close()

@@ -1,0 +1,87 @@
+-- reserve.lua: promote due delayed jobs, then claim up to a limit across queues in priority order.
+--
+-- KEYS[1]      {prefix}leases            sorted set  ZADD one member "<entry id> <queue>" per claimed entry,
+--                                                    scored by its lease deadline
+-- KEYS[2i]     {prefix}queue:{queue i}   stream      XGROUP CREATE (when the group is missing), XADD
+--                                                    (promotion), XREADGROUP ">" (the claim)
+-- KEYS[2i+1]   {prefix}delayed:{queue i} sorted set  ZRANGEBYSCORE + ZREM of due jobs; ZRANGE for the
+--                                                    next due time when nothing was claimed
+--
+-- ARGV[1]      now (clock seconds): what is due
+-- ARGV[2]      the lease deadline (clock seconds) of every entry claimed
+-- ARGV[3]      limit: the most entries to claim, over all queues
+-- ARGV[4]      the consumer group            ARGV[5]  the consumer name
+-- ARGV[6]      the most delayed jobs to promote per queue in one call
+-- ARGV[6+i]    the name of queue i, in priority order
+--
+-- Returns {claimed, next_due}: claimed is a flat list of (queue index, entry id, fields) triples;
+-- next_due is the earliest due time among the delayed sets when nothing was claimed, else false.
+-- Claim and lease are one atomic step, so no entry is ever pending without a lease member.
+
+local leases = KEYS[1]
+local now = ARGV[1]
+local lease_until = ARGV[2]
+local left = tonumber(ARGV[3])
+local group, consumer = ARGV[4], ARGV[5]
+local batch = tonumber(ARGV[6])
+local nqueues = (#KEYS - 1) / 2
+
+local function promote(delayed, stream)
+  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, batch)
+  for _, member in ipairs(due) do
+    local attempts, idlen, rest = string.match(member, '^(%d+):(%d+):(.*)$')
+    if attempts then
+      local n = tonumber(idlen)
+      redis.call('XADD', stream, '*', 'id', string.sub(rest, 1, n), 'body', string.sub(rest, n + 1),
+        'attempts', attempts)
+    else
+      -- not a member this driver wrote: hand it out as an undecodable body, to be failed
+      redis.call('XADD', stream, '*', 'id', '', 'body', member, 'attempts', '0')
+    end
+    redis.call('ZREM', delayed, member)
+  end
+end
+
+local function read(stream, count)
+  local res = redis.pcall('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'STREAMS', stream, '>')
+  if type(res) == 'table' and res.err then
+    if not string.find(res.err, 'NOGROUP', 1, true) then
+      error(res.err)
+    end
+    -- created at the stream's start ("0"), so jobs pushed before any worker existed are read
+    redis.call('XGROUP', 'CREATE', stream, group, '0', 'MKSTREAM')
+    res = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', count, 'STREAMS', stream, '>')
+  end
+  if not res then
+    return {}
+  end
+  return res[1][2]
+end
+
+local claimed = {}
+for i = 1, nqueues do
+  local stream, delayed = KEYS[2 * i], KEYS[2 * i + 1]
+  promote(delayed, stream)
+  if left > 0 then
+    local entries = read(stream, left)
+    for _, entry in ipairs(entries) do
+      redis.call('ZADD', leases, lease_until, entry[1] .. ' ' .. ARGV[6 + i])
+      claimed[#claimed + 1] = i
+      claimed[#claimed + 1] = entry[1]
+      claimed[#claimed + 1] = entry[2]
+    end
+    left = left - #entries
+  end
+end
+if #claimed > 0 then
+  return {claimed, false}
+end
+
+local next_due = false
+for i = 1, nqueues do
+  local first = redis.call('ZRANGE', KEYS[2 * i + 1], 0, 0, 'WITHSCORES')
+  if first[2] and (not next_due or tonumber(first[2]) < tonumber(next_due)) then
+    next_due = first[2]
+  end
+end
+return {claimed, next_due}

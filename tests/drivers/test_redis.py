@@ -1,0 +1,408 @@
+"""The redis driver: the contract suite against real Redis, then what only Redis can get wrong."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers import Resources, driver_for_url, load
+from jobbridge.drivers.redis import REFUSED, SETTINGS, RedisDriver, check_eviction_policy
+from jobbridge.drivers.redis.keys import CONSUMER, GROUP
+from jobbridge.drivers.redis.settings import RedisSettings, parse_settings
+from jobbridge.envelope import new_id
+from jobbridge.errors import ConfigurationError, DriverError, DriverUnavailable, RefusedSetting
+from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import DriverContract, make_envelope
+from tests.drivers.redis_server import own_redis
+from tests.services import ensure_redis
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    return ensure_redis()
+
+
+def _drop(url: str, prefix: str) -> None:
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def prefix(redis_url: str) -> Iterator[str]:
+    """A fresh prefix per test; its keys are deleted afterwards (the shared server is never flushed)."""
+    name = f"jbtest:{uuid.uuid4().hex[:12]}:"
+    yield name
+    _drop(redis_url, name)
+
+
+def make_driver(url: str, prefix: str, clock: Clock, **settings: object) -> RedisDriver:
+    return RedisDriver(parse_settings({"url": url, "prefix": prefix, **settings}), clock=clock)
+
+
+class TestRedisDriver(DriverContract):
+    @pytest.fixture
+    def clock(self) -> FixedClock:
+        return FixedClock()
+
+    @pytest.fixture
+    def driver(self, redis_url: str, prefix: str, clock: FixedClock) -> Iterator[RedisDriver]:
+        driver = make_driver(redis_url, prefix, clock, reservation=self.RESERVATION)
+        yield driver
+        driver.close()
+
+    def inject_undecodable(self, driver: RedisDriver, queue: str, body: bytes) -> None:
+        driver.client.xadd(driver.keys.stream(queue), {"id": new_id(), "body": body, "attempts": 0})
+
+
+# -- blocking reserve -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def driver(redis_url: str, prefix: str, clock: FixedClock) -> Iterator[RedisDriver]:
+    driver = make_driver(redis_url, prefix, clock)
+    yield driver
+    driver.close()
+
+
+def test_a_blocking_reserve_wakes_on_a_push_from_another_client(
+    driver: RedisDriver, redis_url: str, prefix: str, clock: FixedClock
+) -> None:
+    other = make_driver(redis_url, prefix, clock)
+    driver.reserve(["default"], 1)  # creates the group, as a worker's first poll would
+    timer = threading.Timer(0.2, lambda: other.push([make_envelope(clock)]))
+    timer.start()
+    started = time.monotonic()
+    got = driver.reserve(["low", "default"], 10, wait=4.0)
+    elapsed = time.monotonic() - started
+    timer.join()
+    other.close()
+    assert len(got) == 1 and got[0].attempt == 1
+    assert 0.15 < elapsed < 1.0, f"woke after {elapsed:.3f}s"
+    assert [r.id for r in driver.extend(got, 60)] == [got[0].id]  # its lease was recorded
+    driver.acknowledge(got)
+    assert driver.pending_count("default") == 0
+
+
+def test_an_idle_blocking_reserve_returns_empty_after_its_wait(driver: RedisDriver) -> None:
+    started = time.monotonic()
+    assert driver.reserve(["default"], 5, wait=0.3) == []
+    assert 0.25 < time.monotonic() - started < 2.0
+
+
+def test_a_blocking_read_beyond_the_limit_hands_the_rest_back(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.reserve(["high", "low"], 1)  # groups exist, so raw pushes below are readable
+    high = [make_envelope(clock, queue="high") for _ in range(2)]
+    low = [make_envelope(clock, queue="low") for _ in range(2)]
+    driver.push(high + low)
+    # XREADGROUP BLOCK answers at once when entries wait, one batch per stream: 4 claimed, 3 wanted
+    got = driver._block(["high", "low"], 3, 1.0)
+    assert [r.envelope.queue for r in got] == ["high", "high", "low"]
+    assert driver.pending_count("low") == 2
+    rest = driver.reserve(["low"], 5)
+    assert len(rest) == 1 and rest[0].attempt == 1 and rest[0].id != got[2].id
+    driver.acknowledge(got + rest)
+    assert driver.pending_count("high") + driver.pending_count("low") == 0
+
+
+def test_threads_blocking_on_reserve_never_share_a_job(driver: RedisDriver, clock: FixedClock) -> None:
+    taken: list[str] = []
+    guard = threading.Lock()
+    done = threading.Event()
+    driver.reserve(["default"], 1)
+
+    def work() -> None:
+        while not done.is_set() or driver.pending_count("default"):
+            got = driver.reserve(["default"], 5, wait=0.2)
+            with guard:
+                taken.extend(r.id for r in got)
+            driver.acknowledge(got)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    pushed: list[str] = []
+    for _ in range(40):
+        envs = [make_envelope(clock) for _ in range(10)]
+        driver.push(envs)
+        pushed += [e.id for e in envs]
+        time.sleep(0.005)
+    done.set()
+    for t in threads:
+        t.join(10)
+    assert len(taken) == len(set(taken)) == 400
+    assert set(taken) == set(pushed)
+
+
+# -- delayed jobs -----------------------------------------------------------------------------
+
+
+def test_delayed_jobs_wait_in_a_sorted_set_and_lua_promotes_them(driver: RedisDriver, clock: FixedClock) -> None:
+    soon = make_envelope(clock, delay=10)
+    later = make_envelope(clock, delay=20, queue="other")
+    driver.push([soon, later])
+    assert driver.client.zcard(driver.keys.delayed("default")) == 1
+    assert driver.client.xlen(driver.keys.stream("default")) == 0
+    clock.advance(15)
+    # one reserve promotes every due job of the queues it names, then claims
+    (res,) = driver.reserve(["default", "other"], 5)
+    assert res.id == soon.id and res.attempt == 1
+    assert driver.client.zcard(driver.keys.delayed("default")) == 0
+    assert driver.client.zcard(driver.keys.delayed("other")) == 1
+    driver.release(res, 30)  # back into the delayed set as attempt 2, not into this process
+    assert driver.client.zcard(driver.keys.delayed("default")) == 1
+    clock.advance(31)
+    (again,) = driver.reserve(["default"], 5)
+    assert again.id == soon.id and again.attempt == 2 and dict(again.envelope.payload) == {"n": 1}
+
+
+def test_a_blocking_reserve_wakes_for_a_delayed_job_falling_due(
+    redis_url: str, prefix: str
+) -> None:
+    driver = make_driver(redis_url, prefix, SYSTEM_CLOCK)
+    try:
+        (env,) = [make_envelope(FixedClock(SYSTEM_CLOCK.now()), delay=0.3)]
+        driver.push([env])
+        started = time.monotonic()
+        got = driver.reserve(["default"], 1, wait=3.0)
+        assert [r.id for r in got] == [env.id]
+        assert 0.2 < time.monotonic() - started < 1.5
+    finally:
+        driver.close()
+
+
+# -- leases: the lease set is the authority, XAUTOCLAIM the safety net ------------------------
+
+
+def test_an_entry_claimed_without_a_lease_is_swept_back_by_xautoclaim(
+    redis_url: str, prefix: str, clock: FixedClock
+) -> None:
+    driver = make_driver(redis_url, prefix, clock, reservation=0.2)
+    try:
+        (env,) = [make_envelope(clock)]
+        driver.push([env])
+        driver.reserve(["nothing"], 1)
+        stream = driver.keys.stream("default")
+        driver.client.xgroup_create(stream, GROUP, "0")
+        # a worker that died between its blocking read and recording the lease
+        driver.client.xreadgroup(GROUP, CONSUMER, {stream: ">"}, count=1)
+        assert driver.reclaim_expired() == 0  # idle for less than a reservation
+        time.sleep(0.3)
+        assert driver.reclaim_expired() == 1
+        (res,) = driver.reserve(["default"], 1)
+        assert res.id == env.id and res.attempt == 2
+    finally:
+        driver.close()
+
+
+def test_a_heartbeat_outlives_the_real_idle_time(redis_url: str, prefix: str, clock: FixedClock) -> None:
+    """XAUTOCLAIM sees a long-idle entry, but its lease member says it is held: it stays put."""
+    driver = make_driver(redis_url, prefix, clock, reservation=0.2)
+    try:
+        driver.push([make_envelope(clock)])
+        (res,) = driver.reserve(["default"], 1)
+        time.sleep(0.3)
+        clock.advance(0.1)
+        assert driver.extend([res], 0.2)
+        assert driver.reclaim_expired() == 0
+        assert driver.reserve(["default"], 1) == []
+        driver.acknowledge([res])
+        assert driver.pending_count("default") == 0
+    finally:
+        driver.close()
+
+
+def _worker_that_dies(url: str, prefix: str, ready: multiprocessing.synchronize.Event) -> None:
+    driver = make_driver(url, prefix, SYSTEM_CLOCK, reservation=1)
+    assert len(driver.reserve(["default"], 1)) == 1
+    ready.set()
+    time.sleep(60)  # "running" until killed
+
+
+def test_a_worker_killed_mid_job_leaves_it_to_run_again(redis_url: str, prefix: str) -> None:
+    driver = make_driver(redis_url, prefix, SYSTEM_CLOCK, reservation=1)
+    try:
+        (env,) = [make_envelope(FixedClock(SYSTEM_CLOCK.now()))]
+        driver.push([env])
+        ctx = multiprocessing.get_context("spawn")
+        ready = ctx.Event()
+        child = ctx.Process(target=_worker_that_dies, args=(driver.settings.url, prefix, ready))
+        child.start()
+        assert ready.wait(30)
+        child.kill()
+        child.join(10)
+        assert driver.reserve(["default"], 1) == [] and driver.reclaim_expired() == 0
+        time.sleep(1.1)
+        assert driver.reclaim_expired() == 1
+        (res,) = driver.reserve(["default"], 1)
+        assert res.id == env.id and res.attempt == 2
+        driver.acknowledge([res])
+        assert driver.pending_count("default") == 0
+    finally:
+        driver.close()
+
+
+def test_a_long_job_with_a_live_heartbeat_runs_once(redis_url: str, prefix: str) -> None:
+    driver = make_driver(redis_url, prefix, SYSTEM_CLOCK, reservation=1)
+    other = make_driver(redis_url, prefix, SYSTEM_CLOCK, reservation=1)
+    try:
+        driver.push([make_envelope(FixedClock(SYSTEM_CLOCK.now()))])
+        (res,) = driver.reserve(["default"], 1)
+        deadline = time.monotonic() + 2.5  # two and a half reservations
+        while time.monotonic() < deadline:
+            time.sleep(0.25)
+            (res,) = driver.extend([res], 1)
+            assert other.reclaim_expired() == 0
+            assert other.reserve(["default"], 1) == []
+        driver.acknowledge([res])
+        assert other.pending_count("default") == 0
+    finally:
+        driver.close()
+        other.close()
+
+
+# -- what Redis itself can lose ---------------------------------------------------------------
+
+
+def test_check_eviction_policy_warns_unless_noeviction(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with own_redis(6391, tmp_path, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru") as server:
+        driver = make_driver(server.url, "jb:", SYSTEM_CLOCK)
+        with caplog.at_level(logging.WARNING, logger="jobbridge.drivers.redis"):
+            assert driver.check_eviction_policy() == "allkeys-lru"
+        assert "allkeys-lru" in caplog.text and "noeviction" in caplog.text
+        caplog.clear()
+        driver.client.config_set("maxmemory-policy", "noeviction")
+        with caplog.at_level(logging.WARNING, logger="jobbridge.drivers.redis"):
+            assert check_eviction_policy(driver.client) == "noeviction"
+        assert caplog.text == ""
+        driver.close()
+
+
+def test_a_redis_restart_is_ridden_out_and_loses_no_pushed_job(tmp_path: Path) -> None:
+    options = ("--appendonly", "yes", "--appendfsync", "always")
+    with own_redis(6392, tmp_path, *options) as server:
+        clock = FixedClock()
+        driver = make_driver(server.url, "jb:", clock, reconnect=True, reconnect_attempts=60,
+                             reconnect_max_backoff_ms=200, connect_timeout_ms=500)
+        envs = [make_envelope(clock) for _ in range(50)]
+        driver.push(envs)
+        first = driver.reserve(["default"], 10)
+        driver.acknowledge(first)
+
+        server.kill()  # kill -9, then back after half a second
+        restarter = threading.Timer(0.5, server.start)
+        restarter.start()
+        rest = driver.reserve(["default"], 100)  # rides the outage on its retries
+        restarter.join()
+        driver.acknowledge(rest)
+        assert {r.id for r in first + rest} == {e.id for e in envs}
+        assert driver.pending_count("default") == 0
+
+        # a worker blocked in XREADGROUP when redis dies goes on consuming once it is back
+        got: list[str] = []
+        waiter = threading.Thread(target=lambda: got.extend(r.id for r in driver.reserve(["default"], 5, wait=4)))
+        waiter.start()
+        time.sleep(0.2)
+        server.restart()
+        late = make_envelope(clock)
+        pusher = make_driver(server.url, "jb:", clock, reconnect=True)
+        pusher.push([late])
+        waiter.join(10)
+        assert got == [late.id]
+        pusher.close()
+        driver.close()
+
+
+# -- errors, settings, registry ---------------------------------------------------------------
+
+
+def test_redis_errors_never_reach_the_caller(prefix: str, clock: FixedClock) -> None:
+    dead = make_driver("redis://127.0.0.1:1/0", prefix, clock, connect_timeout_ms=200)
+    with pytest.raises(DriverUnavailable) as caught:
+        dead.push([make_envelope(clock)])
+    assert isinstance(caught.value.__cause__, redis.ConnectionError)
+    with pytest.raises(DriverUnavailable):
+        dead.reserve(["default"], 1)
+
+
+def test_a_refused_command_is_a_driver_error(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.client.set(driver.keys.stream("default"), "not a stream")
+    with pytest.raises(DriverError) as caught:
+        driver.push([make_envelope(clock)])
+    assert isinstance(caught.value.__cause__, redis.RedisError)
+    assert not isinstance(caught.value, DriverUnavailable)
+
+
+def test_settings_are_exactly_the_declared_keys() -> None:
+    assert {
+        "url", "prefix", "reservation", "connect_timeout_ms", "response_timeout_ms",
+        "reconnect", "reconnect_attempts", "reconnect_max_backoff_ms",
+    } == SETTINGS
+    assert parse_settings({"url": "rediss://h:6380/2"}) == RedisSettings(url="rediss://h:6380/2")
+
+
+@pytest.mark.parametrize(
+    ("key", "instead"),
+    [
+        ("connection", "url"),
+        ("visibility_timeout", "reservation"),
+        ("retry_after", "reservation"),
+        ("block_for", "--sleep"),
+        ("max_connections", "response_timeout_ms and reconnect"),
+        ("min_connections", "response_timeout_ms and reconnect"),
+        ("pool_size", "response_timeout_ms and reconnect"),
+    ],
+)
+def test_foreign_settings_are_refused_with_what_to_write_instead(key: str, instead: str) -> None:
+    why, write_instead = REFUSED[key]
+    assert why and instead in write_instead
+    with pytest.raises(RefusedSetting, match=key):
+        parse_settings({"url": "redis://localhost/1", key: 1})
+
+
+def test_bad_settings_fail_at_boot() -> None:
+    with pytest.raises(ConfigurationError, match="url"):
+        parse_settings({"url": "http://localhost"})
+    with pytest.raises(ConfigurationError, match="queue_url"):
+        parse_settings({"url": "redis://localhost", "queue_url": "x"})
+    with pytest.raises(ConfigurationError, match="reservation"):
+        parse_settings({"url": "redis://localhost", "reservation": 0})
+    assert parse_settings({"url": "redis://localhost", "reconnect": "true"}).reconnect
+
+
+def test_the_registry_opens_it_by_url_scheme(redis_url: str, prefix: str, clock: FixedClock) -> None:
+    assert driver_for_url("rediss://example:6380/1") == "redis"
+    module = load(driver_for_url(redis_url))
+    driver = module.open({"driver": "redis", "url": redis_url, "prefix": prefix}, Resources(clock=clock))
+    try:
+        assert isinstance(driver, RedisDriver) and driver.clock is clock
+        assert driver.capabilities.may_lose_an_accepted_job and driver.capabilities.blocking_reserve
+        assert not driver.capabilities.transactional_push
+        driver.migrate()
+    finally:
+        driver.close()
+
+
+def test_describe_names_the_url_without_its_password(prefix: str, clock: FixedClock) -> None:
+    driver = make_driver("redis://app:s3cret@cache.internal:6380/3", prefix, clock)
+    text = driver.describe()
+    assert "s3cret" not in text and "app@cache.internal:6380/3" in text and prefix in text
+    driver.close()
