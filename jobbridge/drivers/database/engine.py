@@ -68,7 +68,7 @@ def describe(url: URL) -> str:
     backend = url.get_backend_name()
     if backend == SQLITE:
         return f"sqlite at {url.database}"
-    public = url.set(drivername=backend, password=None)
+    public = url.set(drivername=backend)._replace(password=None)
     return f"{backend} at {public.render_as_string(hide_password=True)}"
 
 

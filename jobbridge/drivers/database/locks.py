@@ -25,11 +25,15 @@ _RELEASE = delete(locks).where(locks.c.key == bindparam("lock_key"), locks.c.own
 
 
 def _insert_unless_taken(dialect: str) -> Insert:
+    statement: Insert
     if dialect == POSTGRESQL:
-        return postgresql.insert(locks).on_conflict_do_nothing(index_elements=[locks.c.key])
-    if dialect == MYSQL:
-        return mysql.insert(locks).prefix_with("IGNORE")
-    return sqlite.insert(locks).on_conflict_do_nothing(index_elements=[locks.c.key])
+        statement = postgresql.insert(locks).on_conflict_do_nothing(index_elements=[locks.c.key])
+    elif dialect == MYSQL:
+        statement = mysql.insert(locks).prefix_with("IGNORE")
+    else:
+        statement = sqlite.insert(locks).on_conflict_do_nothing(index_elements=[locks.c.key])
+    # SQLAlchemy keeps an INSERT's rowcount only when asked: it is how we learn who won
+    return statement.execution_options(preserve_rowcount=True)
 
 
 class Locks:
