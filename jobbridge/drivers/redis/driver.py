@@ -150,7 +150,7 @@ class RedisDriver:
             ids = [entry_id for j, entry_id, _ in extra if j == i]
             self.scripts.hand_back([self.keys.stream(queues[i])], [GROUP, *ids])
         return [
-            entries.reservation(queues[i], entry_id, fields, lease_until, now) for i, entry_id, fields in keep
+            entries.from_fields(queues[i], entry_id, fields, lease_until, now) for i, entry_id, fields in keep
         ]
 
     # -- settle a reservation ---------------------------------------------------------------
@@ -158,18 +158,15 @@ class RedisDriver:
     def acknowledge(self, reservations: Sequence[Reservation]) -> None:
         if not reservations:
             return
-        by_queue: dict[str, list[str]] = {}
+        index: dict[str, int] = {}
+        pairs: list[EncodableT] = []
         for res in reservations:
             receipt: Receipt = res.receipt
-            by_queue.setdefault(receipt.queue, []).append(receipt.entry_id)
+            pairs += [index.setdefault(receipt.queue, len(index) + 1), receipt.entry_id]
+        keys = [self.keys.leases, *(self.keys.stream(q) for q in index)]
         with translated():
-            # one round trip, all or nothing; a stale receipt names an entry already gone (no-op)
-            pipe = self.client.pipeline(transaction=True)
-            for queue, ids in by_queue.items():
-                pipe.xack(self.keys.stream(queue), GROUP, *ids)
-                pipe.xdel(self.keys.stream(queue), *ids)
-            pipe.zrem(self.keys.leases, *(res.receipt.member for res in reservations))
-            pipe.execute()
+            # one round trip, all or nothing: XACK + XDEL + the lease members, in Lua
+            self.scripts.acknowledge(keys, [GROUP, len(index), *index, *pairs])
 
     def release(self, reservation: Reservation, delay: float) -> None:
         receipt: Receipt = reservation.receipt

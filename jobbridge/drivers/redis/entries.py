@@ -39,23 +39,29 @@ def push_args(envelopes: Sequence[Envelope], now: float) -> list[str | bytes | i
     return args
 
 
-def fields_of(raw: Sequence[Any]) -> dict[bytes, Any]:
-    """A flat [name, value, ...] reply as a dict."""
-    return dict(zip(raw[::2], raw[1::2], strict=False))
+def from_fields(
+    queue: str, entry_id: str, fields: Mapping[bytes, Any], lease_until: float, now: float
+) -> Reservation:
+    """The reservation of an entry read by XREADGROUP (fields as a mapping)."""
+    return reservation(
+        queue, entry_id, fields.get(b"id", b""), fields.get(b"body", b""), fields.get(b"attempts", b"0"),
+        lease_until, now,
+    )
 
 
 def reservation(
-    queue: str, entry_id: str, fields: Mapping[bytes, Any], lease_until: float, now: float
+    queue: str, entry_id: str, job_id: bytes, body: bytes, stored_attempts: bytes, lease_until: float, now: float
 ) -> Reservation:
     """The reservation of one claimed entry; an undecodable body becomes a stand-in to be failed."""
-    body: bytes = fields.get(b"body", b"")
-    attempts = int(fields.get(b"attempts", 0)) + 1
+    try:
+        attempts = int(stored_attempts) + 1
+    except ValueError:
+        attempts = 1  # a field this driver did not write; the body decides whether the job runs
     receipt = Receipt(queue, entry_id)
     try:
         env = Envelope.decode(body).replace(attempts=attempts)
     except PayloadDecodeError as exc:
-        job_id = as_text(fields.get(b"id") or b"") or entry_id
-        stand_in = undecodable(id=job_id, queue=queue, attempts=attempts, now=now)
+        stand_in = undecodable(id=as_text(job_id) or entry_id, queue=queue, attempts=attempts, now=now)
         return Reservation(stand_in, receipt, lease_until, body=body, decode_error=str(exc))
     return Reservation(env, receipt, lease_until)
 
@@ -63,7 +69,8 @@ def reservation(
 def claimed(
     flat: Sequence[Any], queues: Sequence[str], lease_until: float, now: float
 ) -> Iterator[Reservation]:
-    """reserve.lua's (queue index, entry id, fields) triples, in the order they were claimed."""
-    for i in range(0, len(flat), 3):
+    """reserve.lua's (queue index, entry id, job id, body, attempts) quintuples, in claim order."""
+    for i in range(0, len(flat), 5):
         queue = queues[int(flat[i]) - 1]
-        yield reservation(queue, as_text(flat[i + 1]), fields_of(flat[i + 2]), lease_until, now)
+        entry_id, job_id, body, attempts = flat[i + 1 : i + 5]
+        yield reservation(queue, as_text(entry_id), job_id, body, attempts, lease_until, now)

@@ -14,7 +14,8 @@
 -- ARGV[6]      the most delayed jobs to promote per queue in one call
 -- ARGV[6+i]    the name of queue i, in priority order
 --
--- Returns {claimed, next_due}: claimed is a flat list of (queue index, entry id, fields) triples;
+-- Returns {claimed, next_due}: claimed is a flat list of (queue index, entry id, job id, body,
+-- attempts) quintuples, flat so the client parses one array, not a table per entry;
 -- next_due is the earliest due time among the delayed sets when nothing was claimed, else false.
 -- Claim and lease are one atomic step, so no entry is ever pending without a lease member.
 
@@ -66,9 +67,16 @@ for i = 1, nqueues do
     local entries = read(stream, left)
     for _, entry in ipairs(entries) do
       redis.call('ZADD', leases, lease_until, entry[1] .. ' ' .. ARGV[6 + i])
-      claimed[#claimed + 1] = i
-      claimed[#claimed + 1] = entry[1]
-      claimed[#claimed + 1] = entry[2]
+      local fields, raw = {}, entry[2]
+      for f = 1, #raw, 2 do
+        fields[raw[f]] = raw[f + 1]
+      end
+      local at = #claimed
+      claimed[at + 1] = i
+      claimed[at + 2] = entry[1]
+      claimed[at + 3] = fields['id'] or ''
+      claimed[at + 4] = fields['body'] or ''
+      claimed[at + 5] = fields['attempts'] or '0'
     end
     left = left - #entries
   end

@@ -14,7 +14,7 @@ import redis
 from redis.commands.core import Script
 
 NAMES = (
-    "push", "reserve", "release", "fail", "extend", "reclaim", "hand_back", "retry",
+    "push", "reserve", "acknowledge", "release", "fail", "extend", "reclaim", "hand_back", "retry",
     "lock_acquire", "lock_release",
 )
 
@@ -30,6 +30,7 @@ class Scripts:
 
     push: Script
     reserve: Script
+    acknowledge: Script
     release: Script
     fail: Script
     extend: Script
