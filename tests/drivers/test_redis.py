@@ -279,6 +279,59 @@ def test_a_long_job_with_a_live_heartbeat_runs_once(redis_url: str, prefix: str)
         other.close()
 
 
+def test_a_stale_reservation_settles_nothing(driver: RedisDriver, clock: FixedClock) -> None:
+    (env,) = [make_envelope(clock)]
+    driver.push([env])
+    (stale,) = driver.reserve(["default"], 1)
+    clock.advance(61)
+    assert driver.reclaim_expired() == 1
+    (fresh,) = driver.reserve(["default"], 1)
+    driver.release(stale, 0)
+    driver.fail(stale, "late")
+    driver.acknowledge([stale])
+    assert driver.failed_count() == 0 and driver.pending_count("default") == 1
+    assert [r.id for r in driver.extend([fresh], 60)] == [env.id]
+    driver.acknowledge([fresh])
+    assert driver.pending_count("default") == 0
+    assert driver.client.zcard(driver.keys.leases) == 0
+
+
+def test_acknowledge_takes_a_batch_across_queues(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.push([make_envelope(clock, queue=q) for q in ("a", "b", "a", "c")])
+    got = driver.reserve(["a", "b", "c"], 10)
+    assert [r.envelope.queue for r in got] == ["a", "a", "b", "c"]
+    driver.acknowledge(got)
+    assert driver.counts() == []
+    assert driver.client.zcard(driver.keys.leases) == 0
+
+
+def test_counts_before_any_worker_read_the_queue(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.push([make_envelope(clock, queue="fresh"), make_envelope(clock, queue="fresh", delay=5)])
+    (counts,) = driver.counts()
+    assert (counts.queue, counts.ready, counts.delayed, counts.reserved) == ("fresh", 1, 1, 0)
+    clock.advance(10)  # due but not yet promoted: ready, as far as anyone can tell
+    (counts,) = driver.counts()
+    assert (counts.ready, counts.delayed) == (2, 0)
+
+
+def test_an_undecodable_failed_job_retries_as_it_was(driver: RedisDriver, clock: FixedClock) -> None:
+    TestRedisDriver().inject_undecodable(driver, "default", b"\xffgarbage")
+    (res,) = driver.reserve(["default"], 1)
+    driver.fail(res, res.decode_error or "")
+    assert driver.retry_failed("all") == 1
+    (again,) = driver.reserve(["default"], 1)
+    assert again.decode_error and again.body == b"\xffgarbage" and again.id == res.id and again.attempt == 1
+
+
+def test_a_unique_lock_is_also_dropped_by_redis_in_real_time(driver: RedisDriver) -> None:
+    assert driver.acquire_lock("job:x", "a", 0.05)
+    assert not driver.acquire_lock("job:x", "b", 0.05)
+    time.sleep(0.1)  # the FixedClock has not moved; the PX safety net has
+    assert driver.acquire_lock("job:x", "b", 10)
+    driver.release_lock("job:x", "a")
+    assert not driver.acquire_lock("job:x", "c", 10)
+
+
 # -- what Redis itself can lose ---------------------------------------------------------------
 
 
