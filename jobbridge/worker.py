@@ -1,0 +1,408 @@
+"""The worker: reserve in batches, run attempts on threads, settle in batches, keep leases alive.
+
+One loop thread (the caller of `Worker.run`) talks to the store; ``concurrency``
+threads run attempts through the `Executor`. The loop reserves what the threads
+can start soon, acknowledges/releases/fails finished attempts together, renews
+every held reservation every quarter of the lease, and reclaims lapsed
+reservations every half lease (jittered), so a dead worker's job comes back
+within about one lease. Store errors are logged, sent as
+``queue_operation_failed`` and retried with backoff: a restarting database
+never kills the worker.
+
+Stopping: `stop` (SIGTERM, Ctrl-C) takes no new jobs, finishes and settles every
+job the worker holds, then `run` returns. `stop(now=True)` (a second signal)
+returns at once without settling; the store hands those jobs out again once
+their reservations lapse. When a timed-out attempt cannot be interrupted (a
+thread blocked in C), the watchdog reports it stuck: the worker stops taking
+jobs, finishes the others and sets ``replace_process``; the caller then exits
+with `REPLACE_EXIT_CODE` (or re-executes itself) so the attempt never runs
+beside its retry. The stuck job's reservation stays renewed until the process
+is gone; then it lapses and a reclaim makes it a new attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import signal
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import TYPE_CHECKING, TypeVar
+
+from jobbridge import signals
+from jobbridge.drivers.base import Driver
+from jobbridge.envelope import Reservation
+from jobbridge.errors import DriverError
+from jobbridge.execution import Executor, describe
+from jobbridge.outcome import Outcome, WorkStats
+
+if TYPE_CHECKING:
+    from jobbridge.app import JobBridge
+
+log = logging.getLogger("jobbridge.worker")
+T = TypeVar("T")
+
+#: exit status of a process that must be replaced (a stuck attempt); the supervisor starts a fresh one
+REPLACE_EXIT_CODE = 3
+#: exit status after a second signal stopped the worker without settling
+STOPPED_AT_ONCE_EXIT_CODE = 1
+#: while attempts take less than this on average, the worker reserves one extra batch ahead
+SHORT_JOB_MS = 100.0
+#: a batch of outcomes the store refused this many times running is given up (its leases lapse)
+SETTLE_TRIES = 3
+MAX_BACKOFF = 30.0
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """How a worker runs; the CLI fills the defaults from the app's `Settings`."""
+
+    queues: tuple[str, ...] = ("default",)  # priority order
+    concurrency: int = 8
+    processes: int = 1
+    max_jobs: int | None = None
+    sleep: float = 1.0
+    once: bool = False  # run one job, then exit (Laravel's --once)
+    stop_when_empty: bool = False  # drain what is available now, then exit
+    connection: str | None = None
+    hostname: str = field(default_factory=socket.gethostname)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "queues", tuple(self.queues))
+        if not self.queues or not all(isinstance(q, str) and q for q in self.queues):
+            raise ValueError(f"a worker needs at least one queue name, got {self.queues!r}")
+        if self.concurrency < 1 or self.processes < 1:
+            raise ValueError("concurrency and processes must be at least 1")
+        if self.max_jobs is not None and self.max_jobs < 1:
+            raise ValueError(f"max_jobs must be at least 1 (or None), got {self.max_jobs}")
+        if self.sleep < 0:
+            raise ValueError(f"sleep must not be negative, got {self.sleep}")
+
+
+class _StopNow(BaseException):
+    """Raised by the second signal's handler to leave the loop wherever it is."""
+
+
+class _Pool:
+    """``size`` daemon threads running attempts handed over through one queue."""
+
+    def __init__(self, size: int, run: Callable[[Reservation], Outcome],
+                 done: Callable[[Outcome], None]) -> None:
+        self._inbox: queue.SimpleQueue[Reservation | None] = queue.SimpleQueue()
+        self._run, self._done = run, done
+        self._threads = [threading.Thread(target=self._serve, name=f"jobbridge-worker-{i}", daemon=True)
+                         for i in range(size)]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, reservation: Reservation) -> None:
+        self._inbox.put(reservation)
+
+    def _serve(self) -> None:
+        while (res := self._inbox.get()) is not None:
+            try:
+                outcome = self._run(res)
+            except BaseException as exc:  # a fault outside the job's own code: keep the thread alive
+                log.exception("running job %s failed outside the job; it is released", res.id)
+                outcome = Outcome(res, "release", "released", delay=1.0, error=describe(exc), exception=exc)
+            self._done(outcome)
+
+    def close(self) -> None:
+        """Let idle threads end; a thread stuck in an attempt is a daemon and dies with the process."""
+        for _ in self._threads:
+            self._inbox.put(None)
+
+
+class Worker:
+    """Runs jobs from one connection's queues until stopped; see the module docstring."""
+
+    def __init__(self, bridge: JobBridge, options: WorkerOptions | None = None) -> None:
+        self.bridge = bridge
+        self.options = options or WorkerOptions()
+        conn = bridge.settings.connection(self.options.connection)
+        self.connection = conn.name
+        self.lease = conn.reservation
+        self.driver = bridge.driver(conn.name)
+        self.executor: Executor = bridge.executor(conn.name)
+        self.stats = WorkStats()
+        self.replace_process = False  # an attempt got stuck: the process must be replaced
+        self.stopped_at_once = False
+        self.ignore_second_signal = False  # a supervised child: the supervisor escalates with SIGKILL
+        self._budget = 1 if self.options.once else self.options.max_jobs
+        self._drain = self.options.once or self.options.stop_when_empty
+        self._wake = threading.Event()
+        self._done: deque[Outcome] = deque()
+        self._held: dict[str, Reservation] = {}
+        self._lost: set[str] = set()
+        self._stuck: set[str] = set()
+        self._unsettled: list[Outcome] = []
+        self._settle_failures = 0
+        self._reserved = 0
+        self._stop_reason: str | None = None
+        self._announced = False
+        self._halt = False
+        self._signals = 0
+        self._errors = 0
+        self._backoff_until = 0.0
+        self._avg_ms = SHORT_JOB_MS * 2  # assume slow jobs until some have run
+        self._next_beat = self._next_reclaim = 0.0
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def run(self) -> WorkStats:
+        """Work until stopped (or --once / --max-jobs / --stop-when-empty); returns what was done."""
+        self.bridge.settings.check_reservations()
+        pool = _Pool(self.options.concurrency, self.executor.run, self._finished)
+        watchdog = self.executor.watchdog
+        previous_on_stuck, watchdog.on_stuck = watchdog.on_stuck, self._on_stuck
+        restore = self._install_signal_handlers()
+        signals.send(signals.worker_started, self, worker=self)
+        try:
+            self._loop(pool)
+        except _StopNow:
+            self.stopped_at_once = True
+        finally:
+            restore()
+            pool.close()
+            watchdog.on_stuck = previous_on_stuck
+        if self.stopped_at_once:
+            self._announce_stop()
+            log.warning("stopped at once: %d job(s) left reserved; they run again once their "
+                        "reservations lapse", len(self._held))
+        return self.stats
+
+    def stop(self, now: bool = False) -> None:
+        """Take no new jobs and finish the held ones; ``now``: leave without settling anything."""
+        if now:
+            self._halt = True
+            self.stopped_at_once = True
+        self._begin_stop("asked to stop")
+
+    @property
+    def exit_code(self) -> int:
+        """What a worker process should exit with after `run` returned."""
+        if self.stopped_at_once:
+            return STOPPED_AT_ONCE_EXIT_CODE
+        return REPLACE_EXIT_CODE if self.replace_process else 0
+
+    def banner(self) -> str:
+        return banner(self.bridge, self.options)
+
+    def _begin_stop(self, reason: str) -> None:
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._wake.set()
+
+    def _announce_stop(self) -> None:
+        if not self._announced:
+            self._announced = True
+            log.info("worker stopping (%s): no new jobs; finishing %d held job(s)",
+                     self._stop_reason, len(self._held))
+            signals.send(signals.worker_stopping, self, worker=self, stats=self.stats)
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        for sig in previous:
+            signal.signal(sig, self._on_signal)
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self._signals += 1
+        if self._signals == 1 or self.ignore_second_signal:
+            self._begin_stop(f"received {signal.Signals(signum).name}")
+            return
+        self.stop(now=True)
+        raise _StopNow
+
+    def _on_stuck(self, job_id: str) -> None:
+        """From the watchdog: an attempt outlived its timeout by the grace period (blocked in C)."""
+        self._stuck.add(job_id)
+        self.replace_process = True
+        log.error("job %s is still running after its timeout and cannot be interrupted (blocked outside "
+                  "Python); this process takes no new jobs and will be replaced", job_id)
+        self._begin_stop(f"job {job_id} is stuck past its timeout")
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def _loop(self, pool: _Pool) -> None:
+        self._next_reclaim = time.monotonic()  # reclaim at once: a dead worker's jobs come back now
+        while not self._halt:
+            self._wake.clear()
+            if self._stop_reason is not None:
+                self._announce_stop()
+                if not self._busy():
+                    return
+            backoff = self._backoff_until - time.monotonic()
+            if backoff > 0:
+                self._pause(backoff)
+                continue
+            self._settle()
+            self._timers()
+            room = self._room()
+            if self._stop_reason is not None or room <= 0:
+                if self._stop_reason is None or self._busy():
+                    self._pause(self._until_timer())
+                continue
+            self._take(pool, room)
+
+    def _take(self, pool: _Pool, limit: int) -> None:
+        blocking = not self._held and not self._drain and self.driver.capabilities.blocking_reserve
+        wait = min(self.options.sleep, self._until_timer()) if blocking else 0.0
+        got = self._store("reserve", lambda: self.driver.reserve(self.options.queues, limit, wait=wait))
+        if got is None:
+            return
+        for res in got:
+            self._held[res.id] = res
+            pool.submit(res)
+        self._reserved += len(got)
+        if self._budget is not None and self._reserved >= self._budget:
+            self._begin_stop("--once" if self.options.once else f"reached --max-jobs {self._budget}")
+        elif got:
+            return
+        elif self._drain and not self._held:
+            self._begin_stop("the queues are empty")
+        elif self._drain:
+            self._pause(self._until_timer())  # until a held job finishes
+        elif not blocking:
+            self._pause(min(self.options.sleep, self._until_timer()))
+
+    def _room(self) -> int:
+        """How many jobs to reserve now: the free threads, plus one batch ahead while jobs are short."""
+        size, held = self.options.concurrency, len(self._held)
+        short = self._avg_ms < SHORT_JOB_MS
+        room = (2 * size - held if held <= size else 0) if short else size - held
+        if self._budget is not None:
+            room = min(room, self._budget - self._reserved)
+        return room
+
+    def _busy(self) -> bool:
+        """Held jobs still to finish (a stuck one is not waited for) or outcomes still to store."""
+        return bool(self._done or self._unsettled) or any(i not in self._stuck for i in self._held)
+
+    def _pause(self, seconds: float) -> None:
+        if seconds > 0:
+            self._wake.wait(seconds)
+
+    def _until_timer(self) -> float:
+        return max(0.0, min(self._next_beat, self._next_reclaim) - time.monotonic())
+
+    def _finished(self, outcome: Outcome) -> None:
+        """From a pool thread: hand the outcome to the loop."""
+        self._done.append(outcome)
+        self._wake.set()
+
+    # -- settling ----------------------------------------------------------------------------
+
+    def _settle(self) -> None:
+        """Store finished attempts together: one acknowledge for the batch, then releases and failures."""
+        batch = self._unsettled
+        while self._done:
+            batch.append(self._done.popleft())
+        if not batch:
+            return
+        keep = [o for o in batch if o.reservation.id not in self._lost]
+        if keep and self._store("settle", lambda: _settled(self.driver, keep)) is None:
+            self._settle_failures += 1
+            if self._settle_failures < SETTLE_TRIES:
+                self._unsettled = batch
+                return
+            log.warning("gave up storing the outcome of %d attempt(s); those jobs run again once their "
+                        "reservations lapse", len(keep))
+        self._unsettled, self._settle_failures = [], 0
+        for outcome in batch:
+            job_id = outcome.reservation.id
+            if job_id in self._lost:
+                log.warning("job %s finished after its reservation was lost; its outcome (%s) is not "
+                            "stored, and another attempt runs or will run", job_id, outcome.label)
+            self._held.pop(job_id, None)
+            self._lost.discard(job_id)
+            self._stuck.discard(job_id)
+            self.stats.add(outcome)
+            self._avg_ms += (outcome.duration_ms - self._avg_ms) * 0.2
+
+    # -- leases and reclaim ------------------------------------------------------------------
+
+    def _timers(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_beat:
+            self._next_beat = now + self.lease / 4
+            self._heartbeat()
+        if now >= self._next_reclaim:
+            self._next_reclaim = now + self.lease / 2 * random.uniform(0.8, 1.2)
+            count = self._store("reclaim", self.driver.reclaim_expired)
+            if count:
+                log.info("reclaimed %d job(s) whose reservation lapsed", count)
+
+    def _heartbeat(self) -> None:
+        """Renew every held reservation (running, prefetched, or finished but not yet stored)."""
+        live = [res for job_id, res in self._held.items() if job_id not in self._lost]
+        if not live:
+            return
+        kept = self._store("extend", lambda: self.driver.extend(live, self.lease))
+        if kept is None:
+            return
+        for res in kept:
+            if res.id in self._held:
+                self._held[res.id] = res
+        if len(kept) < len(live):
+            renewed = {res.id for res in kept}
+            for res in live:
+                if res.id not in renewed:
+                    self._lost.add(res.id)
+                    log.warning("the reservation of job %s (%s) was lost before its attempt ended: another "
+                                "worker may run it again", res.id, res.envelope.name)
+
+    # -- store errors ------------------------------------------------------------------------
+
+    def _store(self, operation: str, call: Callable[[], T]) -> T | None:
+        """Run one store call; on a `DriverError` log it, signal it, back off, and return None."""
+        try:
+            result = call()
+        except DriverError as exc:
+            self._errors += 1
+            delay = min(MAX_BACKOFF, max(0.05, min(self.options.sleep, 1.0)) * 2 ** (self._errors - 1))
+            self._backoff_until = time.monotonic() + delay
+            log.warning("store call %s failed (%s); trying again in %.2gs", operation, exc, delay)
+            signals.send(signals.queue_operation_failed, self, worker=self, operation=operation,
+                         error=str(exc), exception=exc, connection=self.connection)
+            return None
+        self._errors = 0
+        return result
+
+
+def _settled(driver: Driver, outcomes: list[Outcome]) -> bool:
+    Executor.settle(driver, outcomes)
+    return True
+
+
+def banner(bridge: JobBridge, options: WorkerOptions) -> str:
+    """What a starting worker prints: where the jobs are, which queues, how many at once."""
+    conn = bridge.settings.connection(options.connection)
+    driver = bridge.driver(conn.name)
+    lease = conn.reservation
+    lines = [
+        f"jobbridge worker {options.hostname}",
+        f"  connection   {conn.name} ({conn.driver} driver)",
+        f"  store        {driver.describe()}",
+        f"  queues       {', '.join(options.queues)} (in priority order)",
+        f"  concurrency  {options.concurrency} thread(s) per process x {options.processes} process(es)",
+        f"  reservation  {lease:g}s, renewed every {lease / 4:g}s while a job runs",
+        f"  jobs         {len(bridge.registry.names())} registered",
+    ]
+    if driver.capabilities.may_lose_an_accepted_job:
+        lines.append(f"  WARNING      the {conn.driver} driver may lose a job it accepted (a crash before it "
+                     "persisted, eviction); use the database driver where every job must survive")
+    return "\n".join(lines)
