@@ -1,0 +1,83 @@
+"""The result store and durable cancellation: job states, return values, cancels and chord counters.
+
+`open_store` picks a backend by URL scheme and imports it lazily, so a client
+library is needed only when its backend is used:
+
+- ``memory://`` — this process only (`MemoryResultStore`);
+- ``sqlite:///path``, ``postgresql://...``, ``mysql://...`` / ``mariadb://...`` —
+  tables ``jobbridge_results``, ``jobbridge_cancelled``, ``jobbridge_counters``
+  (`jobbridge.results.database.metadata`); PostgreSQL wakes waiters by NOTIFY;
+- ``redis://...`` / ``rediss://...`` — keys under ``prefix``; waiters woken by a
+  per-waiter list and BLPOP.
+
+Expiry is always judged by the injected clock. docs/results.md says what the
+store is for and which of Celery's failures it prevents.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobbridge.clock import Clock
+from jobbridge.errors import ConfigurationError
+from jobbridge.results.base import (
+    DEFAULT_TTL,
+    FAILURE,
+    PENDING,
+    READY_STATES,
+    RETRY,
+    REVOKED,
+    STARTED,
+    SUCCESS,
+    ResultEncodeError,
+    ResultRecord,
+    ResultStore,
+    UnknownCounter,
+)
+
+__all__ = [
+    "DEFAULT_TTL", "FAILURE", "PENDING", "READY_STATES", "RETRY", "REVOKED", "SCHEMES", "STARTED", "SUCCESS",
+    "ResultEncodeError", "ResultRecord", "ResultStore", "UnknownCounter", "open_store",
+]
+
+#: URL scheme -> backend
+SCHEMES: dict[str, str] = {
+    "memory": "memory",
+    "sqlite": "database",
+    "postgresql": "database",
+    "postgres": "database",
+    "mysql": "database",
+    "mariadb": "database",
+    "redis": "redis",
+    "rediss": "redis",
+}
+
+
+def open_store(url: str, *, clock: Clock, prefix: str = "jobbridge:", **options: Any) -> ResultStore:
+    """A result store for ``url``; ``prefix`` names Redis keys, ``options`` are the backend's settings.
+
+    Database stores create their tables if missing. Redis options are the redis
+    driver's connection settings (``reconnect``, timeouts, ...).
+    """
+    scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
+    backend = SCHEMES.get(scheme)
+    if backend is None:
+        known = ", ".join(f"{s}://" for s in SCHEMES)
+        raise ConfigurationError(f"no result store handles the URL scheme {scheme!r} in {url!r}; use one of {known}")
+    if backend == "memory":
+        if options:
+            raise ConfigurationError(f"the memory result store takes no settings, got {', '.join(sorted(options))}")
+        from jobbridge.results.memory import MemoryResultStore
+
+        return MemoryResultStore(clock=clock)
+    if backend == "database":
+        from jobbridge.results.database import open_database_store
+
+        return open_database_store(url, clock=clock, **options)
+    try:
+        from jobbridge.results.redis import open_redis_store
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("jobbridge"):
+            raise
+        raise ConfigurationError(f"the redis result store needs {exc.name!r}: pip install 'jobbridge[redis]'") from exc
+    return open_redis_store(url, clock=clock, prefix=prefix, **options)
