@@ -7,7 +7,7 @@ import multiprocessing
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,10 +18,10 @@ from jobbridge.drivers import Resources, driver_for_url, load
 from jobbridge.drivers.redis import REFUSED, SETTINGS, RedisDriver, check_eviction_policy
 from jobbridge.drivers.redis.keys import CONSUMER, GROUP
 from jobbridge.drivers.redis.settings import RedisSettings, parse_settings
-from jobbridge.envelope import new_id
 from jobbridge.errors import ConfigurationError, DriverError, DriverUnavailable, RefusedSetting
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import DriverContract, make_envelope
+from tests.drivers.redis_helpers import drop_keys, envelope_now, inject_undecodable, make_driver, worker_that_dies
 from tests.drivers.redis_server import own_redis
 from tests.services import ensure_redis
 
@@ -31,26 +31,12 @@ def redis_url() -> str:
     return ensure_redis()
 
 
-def _drop(url: str, prefix: str) -> None:
-    client = redis.Redis.from_url(url)
-    try:
-        keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
-        if keys:
-            client.delete(*keys)
-    finally:
-        client.close()
-
-
 @pytest.fixture
 def prefix(redis_url: str) -> Iterator[str]:
     """A fresh prefix per test; its keys are deleted afterwards (the shared server is never flushed)."""
     name = f"jbtest:{uuid.uuid4().hex[:12]}:"
     yield name
-    _drop(redis_url, name)
-
-
-def make_driver(url: str, prefix: str, clock: Clock, **settings: object) -> RedisDriver:
-    return RedisDriver(parse_settings({"url": url, "prefix": prefix, **settings}), clock=clock)
+    drop_keys(redis_url, name)
 
 
 class TestRedisDriver(DriverContract):
@@ -65,7 +51,7 @@ class TestRedisDriver(DriverContract):
         driver.close()
 
     def inject_undecodable(self, driver: RedisDriver, queue: str, body: bytes) -> None:
-        driver.client.xadd(driver.keys.stream(queue), {"id": new_id(), "body": body, "attempts": 0})
+        inject_undecodable(driver, queue, body)
 
 
 # -- blocking reserve -------------------------------------------------------------------------
@@ -77,16 +63,28 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def driver(redis_url: str, prefix: str, clock: FixedClock) -> Iterator[RedisDriver]:
-    driver = make_driver(redis_url, prefix, clock)
-    yield driver
-    driver.close()
+def open_driver(redis_url: str, prefix: str) -> Iterator[Callable[..., RedisDriver]]:
+    """Drivers on this test's prefix, closed when it ends."""
+    opened: list[RedisDriver] = []
+
+    def make(clock: Clock, **settings: object) -> RedisDriver:
+        opened.append(make_driver(redis_url, prefix, clock, **settings))
+        return opened[-1]
+
+    yield make
+    for driver in opened:
+        driver.close()
+
+
+@pytest.fixture
+def driver(open_driver: Callable[..., RedisDriver], clock: FixedClock) -> RedisDriver:
+    return open_driver(clock)
 
 
 def test_a_blocking_reserve_wakes_on_a_push_from_another_client(
-    driver: RedisDriver, redis_url: str, prefix: str, clock: FixedClock
+    driver: RedisDriver, open_driver: Callable[..., RedisDriver], clock: FixedClock
 ) -> None:
-    other = make_driver(redis_url, prefix, clock)
+    other = open_driver(clock)
     driver.reserve(["default"], 1)  # creates the group, as a worker's first poll would
     timer = threading.Timer(0.2, lambda: other.push([make_envelope(clock)]))
     timer.start()
@@ -94,7 +92,6 @@ def test_a_blocking_reserve_wakes_on_a_push_from_another_client(
     got = driver.reserve(["low", "default"], 10, wait=4.0)
     elapsed = time.monotonic() - started
     timer.join()
-    other.close()
     assert len(got) == 1 and got[0].attempt == 1
     assert 0.15 < elapsed < 1.0, f"woke after {elapsed:.3f}s"
     assert [r.id for r in driver.extend(got, 60)] == [got[0].id]  # its lease was recorded
@@ -174,113 +171,88 @@ def test_delayed_jobs_wait_in_a_sorted_set_and_lua_promotes_them(driver: RedisDr
     assert again.id == soon.id and again.attempt == 2 and dict(again.envelope.payload) == {"n": 1}
 
 
-def test_a_blocking_reserve_wakes_for_a_delayed_job_falling_due(
-    redis_url: str, prefix: str
-) -> None:
-    driver = make_driver(redis_url, prefix, SYSTEM_CLOCK)
-    try:
-        (env,) = [make_envelope(FixedClock(SYSTEM_CLOCK.now()), delay=0.3)]
-        driver.push([env])
-        started = time.monotonic()
-        got = driver.reserve(["default"], 1, wait=3.0)
-        assert [r.id for r in got] == [env.id]
-        assert 0.2 < time.monotonic() - started < 1.5
-    finally:
-        driver.close()
+def test_a_blocking_reserve_wakes_for_a_delayed_job_falling_due(open_driver: Callable[..., RedisDriver]) -> None:
+    driver = open_driver(SYSTEM_CLOCK)
+    env = envelope_now(delay=0.3)
+    driver.push([env])
+    started = time.monotonic()
+    got = driver.reserve(["default"], 1, wait=3.0)
+    assert [r.id for r in got] == [env.id]
+    assert 0.2 < time.monotonic() - started < 1.5
 
 
 # -- leases: the lease set is the authority, XAUTOCLAIM the safety net ------------------------
 
 
 def test_an_entry_claimed_without_a_lease_is_swept_back_by_xautoclaim(
-    redis_url: str, prefix: str, clock: FixedClock
+    open_driver: Callable[..., RedisDriver], clock: FixedClock
 ) -> None:
-    driver = make_driver(redis_url, prefix, clock, reservation=0.2)
-    try:
-        (env,) = [make_envelope(clock)]
-        driver.push([env])
-        driver.reserve(["nothing"], 1)
-        stream = driver.keys.stream("default")
-        driver.client.xgroup_create(stream, GROUP, "0")
-        # a worker that died between its blocking read and recording the lease
-        driver.client.xreadgroup(GROUP, CONSUMER, {stream: ">"}, count=1)
-        assert driver.reclaim_expired() == 0  # idle for less than a reservation
-        time.sleep(0.3)
-        assert driver.reclaim_expired() == 1
-        (res,) = driver.reserve(["default"], 1)
-        assert res.id == env.id and res.attempt == 2
-    finally:
-        driver.close()
+    driver = open_driver(clock, reservation=0.2)
+    env = make_envelope(clock)
+    driver.push([env])
+    stream = driver.keys.stream("default")
+    driver.client.xgroup_create(stream, GROUP, "0")
+    # a worker that died between its blocking read and recording the lease
+    driver.client.xreadgroup(GROUP, CONSUMER, {stream: ">"}, count=1)
+    assert driver.reclaim_expired() == 0  # idle for less than a reservation
+    time.sleep(0.3)
+    assert driver.reclaim_expired() == 1
+    (res,) = driver.reserve(["default"], 1)
+    assert res.id == env.id and res.attempt == 2
 
 
-def test_a_heartbeat_outlives_the_real_idle_time(redis_url: str, prefix: str, clock: FixedClock) -> None:
+def test_a_heartbeat_outlives_the_real_idle_time(open_driver: Callable[..., RedisDriver], clock: FixedClock) -> None:
     """XAUTOCLAIM sees a long-idle entry, but its lease member says it is held: it stays put."""
-    driver = make_driver(redis_url, prefix, clock, reservation=0.2)
-    try:
-        driver.push([make_envelope(clock)])
-        (res,) = driver.reserve(["default"], 1)
-        time.sleep(0.3)
-        clock.advance(0.1)
-        assert driver.extend([res], 0.2)
-        assert driver.reclaim_expired() == 0
-        assert driver.reserve(["default"], 1) == []
-        driver.acknowledge([res])
-        assert driver.pending_count("default") == 0
-    finally:
-        driver.close()
+    driver = open_driver(clock, reservation=0.2)
+    driver.push([make_envelope(clock)])
+    (res,) = driver.reserve(["default"], 1)
+    time.sleep(0.3)
+    clock.advance(0.1)
+    assert driver.extend([res], 0.2)
+    assert driver.reclaim_expired() == 0
+    assert driver.reserve(["default"], 1) == []
+    driver.acknowledge([res])
+    assert driver.pending_count("default") == 0
 
 
-def _worker_that_dies(url: str, prefix: str, ready: multiprocessing.synchronize.Event) -> None:
-    driver = make_driver(url, prefix, SYSTEM_CLOCK, reservation=1)
-    assert len(driver.reserve(["default"], 1)) == 1
-    ready.set()
-    time.sleep(60)  # "running" until killed
+def test_a_worker_killed_mid_job_leaves_it_to_run_again(
+    open_driver: Callable[..., RedisDriver], prefix: str
+) -> None:
+    driver = open_driver(SYSTEM_CLOCK, reservation=1)
+    env = envelope_now()
+    driver.push([env])
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Event()
+    child = ctx.Process(target=worker_that_dies, args=(driver.settings.url, prefix, ready))
+    child.start()
+    assert ready.wait(30)
+    child.kill()  # kill -9 mid-job
+    child.join(10)
+    assert driver.reserve(["default"], 1) == [] and driver.reclaim_expired() == 0
+    time.sleep(1.1)
+    assert driver.reclaim_expired() == 1
+    (res,) = driver.reserve(["default"], 1)
+    assert res.id == env.id and res.attempt == 2
+    driver.acknowledge([res])
+    assert driver.pending_count("default") == 0
 
 
-def test_a_worker_killed_mid_job_leaves_it_to_run_again(redis_url: str, prefix: str) -> None:
-    driver = make_driver(redis_url, prefix, SYSTEM_CLOCK, reservation=1)
-    try:
-        (env,) = [make_envelope(FixedClock(SYSTEM_CLOCK.now()))]
-        driver.push([env])
-        ctx = multiprocessing.get_context("spawn")
-        ready = ctx.Event()
-        child = ctx.Process(target=_worker_that_dies, args=(driver.settings.url, prefix, ready))
-        child.start()
-        assert ready.wait(30)
-        child.kill()
-        child.join(10)
-        assert driver.reserve(["default"], 1) == [] and driver.reclaim_expired() == 0
-        time.sleep(1.1)
-        assert driver.reclaim_expired() == 1
-        (res,) = driver.reserve(["default"], 1)
-        assert res.id == env.id and res.attempt == 2
-        driver.acknowledge([res])
-        assert driver.pending_count("default") == 0
-    finally:
-        driver.close()
-
-
-def test_a_long_job_with_a_live_heartbeat_runs_once(redis_url: str, prefix: str) -> None:
-    driver = make_driver(redis_url, prefix, SYSTEM_CLOCK, reservation=1)
-    other = make_driver(redis_url, prefix, SYSTEM_CLOCK, reservation=1)
-    try:
-        driver.push([make_envelope(FixedClock(SYSTEM_CLOCK.now()))])
-        (res,) = driver.reserve(["default"], 1)
-        deadline = time.monotonic() + 2.5  # two and a half reservations
-        while time.monotonic() < deadline:
-            time.sleep(0.25)
-            (res,) = driver.extend([res], 1)
-            assert other.reclaim_expired() == 0
-            assert other.reserve(["default"], 1) == []
-        driver.acknowledge([res])
-        assert other.pending_count("default") == 0
-    finally:
-        driver.close()
-        other.close()
+def test_a_long_job_with_a_live_heartbeat_runs_once(open_driver: Callable[..., RedisDriver]) -> None:
+    driver, other = open_driver(SYSTEM_CLOCK, reservation=1), open_driver(SYSTEM_CLOCK, reservation=1)
+    driver.push([envelope_now()])
+    (res,) = driver.reserve(["default"], 1)
+    deadline = time.monotonic() + 2.5  # two and a half reservations
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        (res,) = driver.extend([res], 1)
+        assert other.reclaim_expired() == 0
+        assert other.reserve(["default"], 1) == []
+    driver.acknowledge([res])
+    assert other.pending_count("default") == 0
 
 
 def test_a_stale_reservation_settles_nothing(driver: RedisDriver, clock: FixedClock) -> None:
-    (env,) = [make_envelope(clock)]
+    env = make_envelope(clock)
     driver.push([env])
     (stale,) = driver.reserve(["default"], 1)
     clock.advance(61)
@@ -315,7 +287,7 @@ def test_counts_before_any_worker_read_the_queue(driver: RedisDriver, clock: Fix
 
 
 def test_an_undecodable_failed_job_retries_as_it_was(driver: RedisDriver, clock: FixedClock) -> None:
-    TestRedisDriver().inject_undecodable(driver, "default", b"\xffgarbage")
+    inject_undecodable(driver, "default", b"\xffgarbage")
     (res,) = driver.reserve(["default"], 1)
     driver.fail(res, res.decode_error or "")
     assert driver.retry_failed("all") == 1
