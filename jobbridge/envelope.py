@@ -68,8 +68,11 @@ class Envelope:
         )
 
     @classmethod
-    def decode(cls, body: bytes | str) -> Envelope:
-        """Read a stored envelope; anything malformed is a `PayloadDecodeError` naming why."""
+    def decode(cls, body: bytes | str, attempts: int | None = None) -> Envelope:
+        """Read a stored envelope; anything malformed is a `PayloadDecodeError` naming why.
+
+        ``attempts`` overrides the stored count, for drivers that keep it beside the body.
+        """
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
@@ -88,7 +91,7 @@ class Envelope:
                 timeout=float(data["timeout"]),
                 available_at=float(data["available_at"]),
                 created_at=float(data["created_at"]),
-                attempts=int(data.get("attempts", 0)),
+                attempts=int(data.get("attempts", 0)) if attempts is None else attempts,
                 unique_key=data.get("unique_key"),
                 unique_for=data.get("unique_for"),
                 headers=dict(data.get("headers") or {}),

@@ -191,6 +191,36 @@ class DriverContract:
         driver.acknowledge([fresh])
         assert driver.pending_count("default") == 0
 
+    def test_a_stale_reservation_settles_nothing(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, n=3)
+        stale = driver.reserve(["default"], 3)
+        clock.advance(self.RESERVATION + 1)
+        assert driver.reclaim_expired() == 3
+        fresh = {r.id: r for r in driver.reserve(["default"], 3)}
+        assert set(fresh) == {r.id for r in stale}
+        # the worker that lost its leases finishes late: none of it may touch the new holders' jobs
+        driver.acknowledge([stale[0]])
+        driver.release(stale[1], 0)
+        driver.fail(stale[2], "late")
+        assert driver.pending_count("default") == 3
+        assert driver.failed_count() == 0
+        assert driver.reserve(["default"], 3) == []
+        assert {r.id for r in driver.extend(list(fresh.values()), self.RESERVATION)} == set(fresh)
+        driver.acknowledge(list(fresh.values()))
+        assert driver.pending_count("default") == 0
+
+    def test_a_blocking_reserve_wakes_on_a_push(self, driver: Driver, clock: FixedClock) -> None:
+        if not driver.capabilities.blocking_reserve:
+            pytest.skip("this driver does not wait in reserve; the worker sleeps instead")
+        got: list[Reservation] = []
+        waiter = threading.Thread(target=lambda: got.extend(driver.reserve(["default"], 1, wait=30)))
+        waiter.start()
+        waiter.join(0.3)  # let it block first
+        (env,) = self.push(driver, clock)
+        waiter.join(20)
+        assert not waiter.is_alive(), "reserve(wait=30) did not wake on a push"
+        assert [r.id for r in got] == [env.id]
+
     def test_reclaim_leaves_live_reservations_alone(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock)
         self.reserve_one(driver)
