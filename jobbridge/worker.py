@@ -297,7 +297,11 @@ class Worker:
             self._wake.wait(seconds)
 
     def _until_timer(self) -> float:
-        return max(0.0, min(self._next_beat, self._next_reclaim) - time.monotonic())
+        """Seconds until the loop has something to do of its own: a heartbeat, a reclaim, a settle retry."""
+        due = min(self._next_beat, self._next_reclaim)
+        if self._unsettled:
+            due = min(due, self._backoff_until)
+        return max(0.0, due - time.monotonic())
 
     def _finished(self, outcome: Outcome) -> None:
         """From a pool thread: hand the outcome to the loop."""
