@@ -232,6 +232,25 @@ class ResultStoreContract:
             timer.join()
         assert got is not None and got.state == REVOKED
 
+    def test_every_waiter_on_an_id_is_woken(self, store: ResultStore, reopen: Reopen | None) -> None:
+        id, got = new_id(), []
+        guard = threading.Lock()
+
+        def wait() -> None:
+            record = store.wait(id, WAKE_TIMEOUT)
+            with guard:
+                got.append(record)
+
+        waiters = [threading.Thread(target=wait) for _ in range(5)]
+        for t in waiters:
+            t.start()
+        timer = threading.Timer(0.2, lambda: self.writer(store, reopen).store(ResultRecord(id, SUCCESS), self.TTL))
+        timer.start()
+        timer.join()
+        for t in waiters:
+            t.join()
+        assert len(got) == 5 and all(r is not None and r.state == SUCCESS for r in got)
+
     def test_wait_gives_up_after_its_timeout(self, store: ResultStore) -> None:
         store.store(ResultRecord("slow", "PROGRESS", meta={"p": 1}), self.TTL)
         got = store.wait("slow", SHORT_TIMEOUT)
