@@ -1,0 +1,46 @@
+"""jobbridge's benchmark app: ``jobbridge worker -A benchmarks.apps.jobbridge_app:bridge``.
+
+The store comes from ``JB_BENCH_URL`` (a ``sqlite://``, ``postgresql://``,
+``mysql://`` or ``redis://`` URL; ``JB_BENCH_REDIS_PREFIX`` for Redis keys).
+Settings are built from that alone, so a ``JOBBRIDGE_*`` variable or a
+jobbridge.toml in the working directory cannot change what is measured.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from benchmarks import probe
+from jobbridge import Job, JobBridge, JobContext, Settings
+
+DEFAULT_URL = "sqlite:////tmp/jb-bench.sqlite3"
+
+
+class Noop(Job, name="bench.noop"):
+    """Does nothing but report that it ran."""
+
+    def handle(self, ctx: JobContext) -> None:
+        probe.hit()
+
+
+class Stamp(Job, name="bench.stamp"):
+    """Reports the moment it started, for dispatch-to-start latency."""
+
+    dispatched_at: float
+
+    def handle(self, ctx: JobContext) -> None:
+        probe.stamp(self.dispatched_at)
+
+
+def settings_for(url: str) -> Settings:
+    data: dict[str, Any]
+    if url.startswith(("redis://", "rediss://")):
+        data = {"driver": "redis", "redis_url": url,
+                "redis_prefix": os.environ.get("JB_BENCH_REDIS_PREFIX", "jbbench:")}
+    else:
+        data = {"database_url": url}
+    return Settings.from_mapping(data, source="benchmarks")
+
+
+bridge = JobBridge(settings_for(os.environ.get("JB_BENCH_URL", DEFAULT_URL)), jobs=[Noop, Stamp])

@@ -1,0 +1,30 @@
+"""``python -m benchmarks mysql``: jobbridge on MariaDB/MySQL (issue 3); no peer queues on MariaDB.
+
+Its own database on the shared server; processing with one worker process and
+with 2 processes x 8; latency with an idle worker, which polls MariaDB every
+``--sleep`` (1 s by default): there is no NOTIFY to wake it.
+"""
+
+from __future__ import annotations
+
+from benchmarks.common import Options, ProbeServer, run_library
+from benchmarks.report import LatencyRow, Row
+from benchmarks.run_jobbridge import Config, JobbridgeRunner
+from benchmarks.stores import BENCH_DB, empty_jobbridge_tables, ensure_mysql_database, mysql_url
+from benchmarks.targets import Target
+
+TITLE = "MariaDB"
+JB = "jobbridge (mariadb)"
+TARGETS = (Target("jobbridge processing, 1 process", JB, "process-1p", at_least=2_500),)
+
+
+def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:
+    url = mysql_url(BENCH_DB)
+    runner = JobbridgeRunner(
+        JB, url,
+        [Config("process-1p", "process, 1 process x default concurrency (8 threads)"),
+         Config("process-2x8", "process, 2 processes x 8 threads", processes=2, concurrency=8)],
+        latency="process-1p", clean=lambda: empty_jobbridge_tables(url),
+        before=lambda: ensure_mysql_database(BENCH_DB))
+    rows, lat = run_library(lambda: runner, JB, probe, opts)
+    return rows, [lat] if lat else []

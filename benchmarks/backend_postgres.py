@@ -1,0 +1,46 @@
+"""``python -m benchmarks postgres``: jobbridge on PostgreSQL beside Procrastinate, in one run (issue 3).
+
+Both get a database of their own on the shared server. Processing with one
+worker process (each library's default concurrency) and with 2 processes x 8;
+latency with an idle single-process worker (jobbridge wakes by LISTEN/NOTIFY).
+"""
+
+from __future__ import annotations
+
+from benchmarks.common import Options, ProbeServer, run_library
+from benchmarks.report import LatencyRow, Row
+from benchmarks.run_jobbridge import Config, JobbridgeRunner
+from benchmarks.run_procrastinate import ProcrastinateRunner
+from benchmarks.stores import BENCH_DB, empty_jobbridge_tables, ensure_pg_database, pg_url
+from benchmarks.targets import Target
+
+TITLE = "PostgreSQL"
+JB = "jobbridge (postgresql)"
+TARGETS = (
+    Target("jobbridge processing, 1 process", JB, "process-1p", at_least=5_000),
+    Target("jobbridge latency p50", JB, "latency-p50", at_most=0.005),
+    Target("jobbridge processing vs Procrastinate, 1 process", JB, "process-1p", times="procrastinate",
+           at_least=28),
+)
+
+
+def jobbridge_runner() -> JobbridgeRunner:
+    url = pg_url(BENCH_DB)
+    return JobbridgeRunner(
+        JB, url,
+        [Config("process-1p", "process, 1 process x default concurrency (8 threads)"),
+         Config("process-2x8", "process, 2 processes x 8 threads", processes=2, concurrency=8)],
+        latency="process-1p", clean=lambda: empty_jobbridge_tables(url),
+        before=lambda: ensure_pg_database(BENCH_DB))
+
+
+def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:
+    rows: list[Row] = []
+    latency: list[LatencyRow] = []
+    for library, make in ((JB, jobbridge_runner), ("procrastinate", ProcrastinateRunner)):
+        if only and not any(name in library for name in only):
+            continue
+        got, lat = run_library(make, library, probe, opts)
+        rows += got
+        latency += [lat] if lat else []
+    return rows, latency

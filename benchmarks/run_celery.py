@@ -1,0 +1,48 @@
+"""Celery (Redis broker) as a benchmark `Runner`: ``delay()`` per job, ``group().apply_async()`` as its batch."""
+
+from __future__ import annotations
+
+from benchmarks.apps import redis_url
+from benchmarks.common import ProbeServer, WorkerGroup, child_env, venv_bin
+from benchmarks.stores import flush_redis_db
+
+APP = "benchmarks.apps.celery_app"
+
+
+class CeleryRunner:
+    library = "celery"
+    batch_note = "group().apply_async(): still one message per job, over one connection"
+    configs = (("process-1x1", "process, 1 x 1 (--pool solo)"),
+               ("process-default", "process, default (prefork, 1 child per core)"))
+    latency_config = "process-default"
+
+    def prepare(self) -> None:
+        from benchmarks.apps import celery_app
+
+        self.app = celery_app
+        self.clean()
+
+    def clean(self) -> None:
+        flush_redis_db(redis_url("celery"))
+
+    def enqueue_single(self, count: int) -> None:
+        delay = self.app.noop.delay
+        for _ in range(count):
+            delay()
+
+    def enqueue_batch(self, count: int) -> None:
+        from celery import group
+
+        group(self.app.noop.s() for _ in range(count)).apply_async()
+
+    def worker(self, key: str, probe: ProbeServer) -> WorkerGroup:
+        cmd = [venv_bin("celery"), "-A", APP, "worker", "-l", "WARNING"]
+        if key == "process-1x1":
+            cmd += ["--pool", "solo"]
+        return WorkerGroup(f"celery-{key}", [cmd], child_env(probe))
+
+    def dispatch_stamp(self, dispatched_at: float) -> None:
+        self.app.stamp.delay(dispatched_at)
+
+    def close(self) -> None:
+        self.app.app.close()

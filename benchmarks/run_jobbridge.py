@@ -1,0 +1,82 @@
+"""jobbridge as a benchmark `Runner`, on any of its stores (SQLite, PostgreSQL, MariaDB, Redis).
+
+The harness dispatches from its own process through a `JobBridge` built from
+the same settings as `benchmarks.apps.jobbridge_app`; the worker is the real
+``jobbridge worker`` console script in a subprocess, at ``-l warning`` (no line
+per attempt, as for every peer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from benchmarks.apps.jobbridge_app import Noop, Stamp, settings_for
+from benchmarks.common import ProbeServer, WorkerGroup, child_env, venv_bin
+from jobbridge import JobBridge
+
+
+@dataclass(frozen=True)
+class Config:
+    """One worker configuration: its scenario key, its label, and the worker's flags."""
+
+    key: str
+    label: str
+    processes: int | None = None  # None: the worker's default
+    concurrency: int | None = None
+    extra: tuple[str, ...] = ()
+
+
+class JobbridgeRunner:
+    """Dispatch with `dispatch` / `dispatch_many`; process with ``jobbridge worker`` subprocesses."""
+
+    batch_note = "dispatch_many(): one call, one round trip"
+
+    def __init__(self, library: str, url: str, configs: Sequence[Config], latency: str, *,
+                 clean: Callable[[], None], before: Callable[[], None] = lambda: None) -> None:
+        self.library = library
+        self.url = url
+        self._configs = {c.key: c for c in configs}
+        self.configs = [(c.key, c.label) for c in configs]
+        self.latency_config = latency
+        self._clean, self._before = clean, before
+        self.bridge: JobBridge | None = None
+
+    def prepare(self) -> None:
+        """Create the store if needed (``before``), the tables, then empty it."""
+        self._before()
+        self.bridge = JobBridge(settings_for(self.url), jobs=[Noop, Stamp])
+        self.bridge.driver().migrate()
+        self._clean()
+
+    def clean(self) -> None:
+        self._clean()
+
+    def _bridge(self) -> JobBridge:
+        assert self.bridge is not None, "prepare() first"
+        return self.bridge
+
+    def enqueue_single(self, count: int) -> None:
+        dispatch = self._bridge().dispatch
+        for _ in range(count):
+            dispatch(Noop())
+
+    def enqueue_batch(self, count: int) -> None:
+        self._bridge().dispatch_many([Noop() for _ in range(count)])
+
+    def worker(self, key: str, probe: ProbeServer) -> WorkerGroup:
+        config = self._configs[key]
+        cmd = [venv_bin("jobbridge"), "worker", "-A", "benchmarks.apps.jobbridge_app:bridge", "-l", "warning"]
+        if config.processes is not None:
+            cmd += ["--processes", str(config.processes)]
+        if config.concurrency is not None:
+            cmd += ["--concurrency", str(config.concurrency)]
+        cmd += list(config.extra)
+        return WorkerGroup(f"{self.library}-{key}", [cmd], child_env(probe, JB_BENCH_URL=self.url))
+
+    def dispatch_stamp(self, dispatched_at: float) -> None:
+        self._bridge().dispatch(Stamp(dispatched_at=dispatched_at))
+
+    def close(self) -> None:
+        if self.bridge is not None:
+            self.bridge.close()

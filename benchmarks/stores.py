@@ -1,0 +1,133 @@
+"""The servers the benchmarks use, and how each library's store is emptied without touching anyone else's.
+
+Every library gets a store of its own: a database (``jobbridge_bench`` on
+PostgreSQL and MariaDB, ``jobbridge_bench_procrastinate``), a SQLite file, or a
+Redis DB index (`benchmarks.apps.REDIS_DB`). The harness empties only those:
+never the ``test`` databases the test suite uses, never ``FLUSHALL``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import urlsplit
+
+PG = os.environ.get("JB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432").rstrip("/")
+MYSQL = os.environ.get("JB_BENCH_MYSQL", "mysql://root@127.0.0.1:3306").rstrip("/")
+BENCH_DB = "jobbridge_bench"
+PROCRASTINATE_DB = "jobbridge_bench_procrastinate"
+SQLITE_FILE = Path(tempfile.gettempdir()) / "jb-bench" / "jobbridge.sqlite3"
+
+
+def pg_url(database: str = BENCH_DB) -> str:
+    return f"{PG}/{database}"
+
+
+def mysql_url(database: str = BENCH_DB) -> str:
+    return f"{MYSQL}/{database}"
+
+
+def sqlite_url() -> str:
+    return f"sqlite:///{SQLITE_FILE}"
+
+
+def ensure_pg_database(name: str) -> None:
+    """Create database ``name`` on the PostgreSQL server unless it exists."""
+    import psycopg
+
+    with psycopg.connect(f"{PG}/postgres", autocommit=True, connect_timeout=5) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not found:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def ensure_mysql_database(name: str) -> None:
+    """Create database ``name`` on the MariaDB/MySQL server unless it exists."""
+    import pymysql
+
+    parts = urlsplit(MYSQL)
+    conn = pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+                           user=parts.username or "root", password=parts.password or "", connect_timeout=5)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{name}`")
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def fresh_sqlite() -> None:
+    """Remove the benchmark's SQLite file (and its WAL files) so each run starts empty."""
+    SQLITE_FILE.parent.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{SQLITE_FILE}{suffix}").unlink(missing_ok=True)
+
+
+def empty_jobbridge_tables(url: str) -> None:
+    """Delete every row of jobbridge's tables in the benchmark database (the schema version stays)."""
+    import sqlalchemy as sa
+
+    from jobbridge.drivers.database import metadata
+
+    engine = sa.create_engine(_sqlalchemy_url(url))
+    try:
+        with engine.begin() as conn:
+            for table in reversed(metadata.sorted_tables):
+                if table.name != "jobbridge_schema":
+                    conn.execute(table.delete())
+    finally:
+        engine.dispose()
+
+
+def _sqlalchemy_url(url: str) -> str:
+    scheme, rest = url.split("://", 1)
+    return {"postgresql": "postgresql+psycopg", "postgres": "postgresql+psycopg",
+            "mysql": "mysql+pymysql", "mariadb": "mysql+pymysql"}.get(scheme, scheme) + "://" + rest
+
+
+def flush_redis_db(url: str) -> None:
+    """FLUSHDB on the DB index of ``url`` alone (never FLUSHALL: the server is shared)."""
+    import redis
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=5)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def versions() -> list[str]:
+    """The servers' versions, for the machine line (a server that does not answer says so)."""
+    found = []
+    try:
+        import psycopg
+
+        with psycopg.connect(f"{PG}/postgres", connect_timeout=3) as conn:
+            row = conn.execute("SHOW server_version").fetchone()
+            found.append(f"PostgreSQL {row[0] if row else '?'}")
+    except Exception as exc:
+        found.append(f"PostgreSQL unavailable ({type(exc).__name__})")
+    try:
+        import pymysql
+
+        parts = urlsplit(MYSQL)
+        conn = pymysql.connect(host=parts.hostname or "127.0.0.1", port=parts.port or 3306,
+                               user=parts.username or "root", password=parts.password or "", connect_timeout=3)
+        with conn.cursor() as cur:
+            cur.execute("SELECT VERSION()")
+            row = cur.fetchone()
+        conn.close()
+        found.append(f"MariaDB/MySQL {row[0] if row else '?'}")
+    except Exception as exc:
+        found.append(f"MariaDB/MySQL unavailable ({type(exc).__name__})")
+    try:
+        import redis
+
+        from benchmarks.apps import REDIS
+
+        info = redis.Redis.from_url(REDIS, socket_connect_timeout=3).info("server")
+        found.append(f"Redis {info.get('redis_version', '?')}")
+    except Exception as exc:
+        found.append(f"Redis unavailable ({type(exc).__name__})")
+    return found
