@@ -302,7 +302,6 @@ class _Printer:
         self(f"  pending    {result.pending_left:>6,}")
         self("  the summary adds up" if result.adds_up else "  THE SUMMARY DOES NOT ADD UP: see the figures above")
         self("")
-        self("Look at the failed job (and retry it) with:")
+        self("Look at the failed job, and at the store's counts, with:")
         self(f"  JOBBRIDGE_DATABASE_URL={url} jobbridge failed")
-        self(f"  JOBBRIDGE_DATABASE_URL={url} jobbridge retry all")
         self(f"  JOBBRIDGE_DATABASE_URL={url} jobbridge status")
