@@ -13,11 +13,13 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, func, insert, select, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from jobbridge.drivers import Resources, load
 from jobbridge.drivers.database import REFUSED, SETTINGS, DatabaseDriver, metadata, open
 from jobbridge.drivers.database.engine import parse_url
+from jobbridge.drivers.database.failures import is_deadlock
 from jobbridge.drivers.database.migrations import recorded_version
 from jobbridge.drivers.database.schema import SCHEMA_VERSION, jobs, schema_versions
 from jobbridge.envelope import Envelope, new_id
@@ -419,3 +421,35 @@ def test_an_envelope_round_trips_every_field(driver: DatabaseDriver, clock: Fixe
     (res,) = driver.reserve(["mail"], 1)
     assert res.envelope == env.replace(attempts=1)
     assert isinstance(res.envelope, Envelope)
+
+
+def test_every_worker_reclaiming_at_once_reclaims_each_job_once(driver: DatabaseDriver,
+                                                                clock: FixedClock) -> None:
+    driver.push([make_envelope(clock) for _ in range(200)])
+    assert len(driver.reserve(["default"], 200)) == 200
+    clock.advance(DriverContract.RESERVATION + 1)
+    counts: list[int] = []
+    start = threading.Barrier(4)
+
+    def reclaim() -> None:
+        start.wait()
+        counts.append(driver.reclaim_expired())
+
+    threads = [threading.Thread(target=reclaim) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(counts) == 200
+    again = driver.reserve(["default"], 500)
+    assert len(again) == 200 and {r.attempt for r in again} == {2}
+
+
+def test_only_a_deadlock_victim_is_run_again() -> None:
+    class PgError(Exception):
+        sqlstate = "40P01"
+
+    deadlocked = [OperationalError("UPDATE", {}, PgError()),
+                  OperationalError("UPDATE", {}, Exception(1213, "Deadlock found"))]
+    assert all(is_deadlock(error) for error in deadlocked)
+    assert not is_deadlock(OperationalError("UPDATE", {}, Exception(2003, "Can't connect")))

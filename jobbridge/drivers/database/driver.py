@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Connection,
@@ -25,12 +26,12 @@ from sqlalchemy import (
     case,
     delete,
     func,
-    insert,
     or_,
     select,
     text,
     update,
 )
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -39,7 +40,7 @@ from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.database import failed, migrations
 from jobbridge.drivers.database.claims import ClaimedRow, claim_for
 from jobbridge.drivers.database.engine import POSTGRESQL, SQLITE, build_engine, describe, parse_url
-from jobbridge.drivers.database.failures import translated
+from jobbridge.drivers.database.failures import DEADLOCK_RETRIES, as_driver_error, is_deadlock, translated
 from jobbridge.drivers.database.locks import Locks
 from jobbridge.drivers.database.schema import jobs
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id, undecodable
@@ -48,7 +49,9 @@ from jobbridge.errors import PayloadDecodeError
 if TYPE_CHECKING:
     from jobbridge.drivers.database.listen import Listener
 
-_INSERT = insert(jobs)
+T = TypeVar("T")
+
+_PUSHED = ("id", "queue", "name", "body", "attempts", "available_at", "created_at")
 _NOTIFY = text("SELECT pg_notify('jobbridge_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q")
 _IS_HELD = (jobs.c.id == bindparam("job_id")) & (jobs.c.token == bindparam("held_token"))
 _RELEASE = update(jobs).where(_IS_HELD).values(token=None, reserved_until=None, available_at=bindparam("due"))
@@ -58,7 +61,14 @@ _RECLAIM = (
     .where(jobs.c.reserved_until <= bindparam("now"))
     .values(token=None, reserved_until=None, available_at=bindparam("due"))
 )
+_LAPSED = select(jobs.c.id).where(jobs.c.reserved_until <= bindparam("now")).limit(1)
 _PENDING = select(func.count()).select_from(jobs).where(jobs.c.queue == bindparam("queue"))
+
+
+def _insert_sql(paramstyle: str) -> str:
+    """The push INSERT as the DBAPI's own SQL: a 20,000-row push skips SQLAlchemy's per-row work."""
+    mark = "?" if paramstyle == "qmark" else "%s"
+    return f"INSERT INTO {jobs.name} ({', '.join(_PUSHED)}) VALUES ({', '.join([mark] * len(_PUSHED))})"
 
 
 def _held(reservations: Sequence[Reservation]) -> ColumnElement[bool]:
@@ -86,6 +96,7 @@ class DatabaseDriver:
             blocking_reserve=self.dialect == POSTGRESQL,
         )
         self._claim = claim_for(self.dialect)
+        self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
         self._locks = Locks(self.dialect)
         self._returning = self.dialect != "mysql"
         self._listener: Listener | None = None
@@ -97,11 +108,23 @@ class DatabaseDriver:
 
     # -- connections -------------------------------------------------------
 
-    @contextmanager
-    def _write(self, action: str) -> Iterator[Connection]:
-        """One transaction that writes (SQLite: ``BEGIN IMMEDIATE``), committed on success."""
-        with translated(action), self.engine.begin() as conn:
-            yield conn
+    def _write(self, action: str, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` in one transaction that writes (SQLite: ``BEGIN IMMEDIATE``) and commit it.
+
+        A transaction the server killed to break a deadlock (InnoDB's row locks
+        between a claim and a reclaim, say) did nothing, so it is run again.
+        """
+        for attempt in range(1, DEADLOCK_RETRIES + 1):
+            try:
+                with self.engine.begin() as conn:
+                    return work(conn)
+            except DBAPIError as error:
+                if attempt == DEADLOCK_RETRIES or not is_deadlock(error):
+                    raise as_driver_error(action, error) from error
+                time.sleep(random.uniform(0, 0.005 * attempt))  # so two victims do not meet again
+            except SQLAlchemyError as error:
+                raise as_driver_error(action, error) from error
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     @contextmanager
     def _read(self, action: str) -> Iterator[Connection]:
@@ -120,20 +143,21 @@ class DatabaseDriver:
         if not envelopes:
             return
         rows = [
-            {"id": env.id, "queue": env.queue, "name": env.name, "body": env.encode(),
-             "attempts": env.attempts, "available_at": env.available_at, "created_at": env.created_at}
+            (env.id, env.queue, env.name, env.encode(), env.attempts, env.available_at, env.created_at)
             for env in envelopes
         ]
         queues = [env.queue for env in envelopes] if self.dialect == POSTGRESQL else []
+
+        def insert(conn: Connection) -> None:
+            conn.exec_driver_sql(self._insert_sql, rows)
+            self._notify(conn, queues)
+
         if transaction is None:
-            with self._write("push jobs") as conn:
-                conn.execute(_INSERT, rows)
-                self._notify(conn, queues)
+            self._write("push jobs", insert)
             return
         conn = self._joined(transaction)
         with translated("push jobs in the caller's transaction"):
-            conn.execute(_INSERT, rows)
-            self._notify(conn, queues)
+            insert(conn)
 
     def _joined(self, transaction: object) -> Connection:
         """The caller's connection, checked to be on this driver's kind of database."""
@@ -167,14 +191,17 @@ class DatabaseDriver:
         now = self.clock.now()
         until = now + self.reservation
         token = new_id()  # one token for the whole batch; the id tells its rows apart
-        claimed: list[ClaimedRow] = []
-        with self._write("reserve jobs") as conn:
+
+        def claim(conn: Connection) -> list[ClaimedRow]:
+            claimed: list[ClaimedRow] = []
             for queue in queues:
                 claimed += self._claim(conn, queue=queue, limit=limit - len(claimed),
                                        token=token, now=now, until=until)
                 if len(claimed) >= limit:
                     break
-        return [_reservation(row, token, until, now) for row in claimed]
+            return claimed
+
+        return [_reservation(row, token, until, now) for row in self._write("reserve jobs", claim)]
 
     def _reserve_waiting(self, queues: Sequence[str], limit: int, wait: float) -> list[Reservation]:
         listener = self._listen()
@@ -207,51 +234,65 @@ class DatabaseDriver:
     def acknowledge(self, reservations: Sequence[Reservation]) -> None:
         if not reservations:
             return
-        with self._write("acknowledge jobs") as conn:
-            conn.execute(delete(jobs).where(_held(reservations)))
+        statement = delete(jobs).where(_held(reservations))
+        self._write("acknowledge jobs", lambda conn: conn.execute(statement))
 
     def release(self, reservation: Reservation, delay: float) -> None:
         job_id, token = reservation.receipt
-        with self._write("release a job") as conn:
-            due = self.clock.now() + max(delay, 0.0)
-            released = conn.execute(_RELEASE, {"job_id": job_id, "held_token": token, "due": due})
-            if released.rowcount and delay <= 0:
+        params = {"job_id": job_id, "held_token": token, "due": self.clock.now() + max(delay, 0.0)}
+
+        def release(conn: Connection) -> None:
+            if conn.execute(_RELEASE, params).rowcount and delay <= 0:
                 self._notify(conn, [reservation.envelope.queue])
+
+        self._write("release a job", release)
 
     def fail(self, reservation: Reservation, error: str) -> None:
         job_id, token = reservation.receipt
         env = reservation.envelope
-        with self._write("fail a job") as conn:
+        record = FailedJob(job_id, env.queue, env.name, env.attempts, error, self.clock.now(),
+                           reservation.stored_body())
+
+        def move(conn: Connection) -> None:
             if conn.execute(_FORGET, {"job_id": job_id, "held_token": token}).rowcount:
-                failed.record(conn, FailedJob(
-                    job_id, env.queue, env.name, env.attempts, error, self.clock.now(),
-                    reservation.stored_body(),
-                ))
+                failed.record(conn, record)
+
+        self._write("fail a job", move)
 
     def extend(self, reservations: Sequence[Reservation], seconds: float) -> list[Reservation]:
         if not reservations:
             return []
         until = self.clock.now() + seconds
         renew = update(jobs).where(_held(reservations)).values(reserved_until=until)
-        with self._write("extend reservations") as conn:
+
+        def renewed(conn: Connection) -> set[tuple[Any, ...]]:
             if self._returning:
-                held = {tuple(row) for row in conn.execute(renew.returning(jobs.c.id, jobs.c.token))}
-            else:
-                # The UPDATE keeps the rows it matched locked, so this reads exactly those.
-                conn.execute(renew)
-                found = conn.execute(select(jobs.c.id, jobs.c.token).where(_held(reservations)))
-                held = {tuple(row) for row in found}
+                return {tuple(row) for row in conn.execute(renew.returning(jobs.c.id, jobs.c.token))}
+            # The UPDATE keeps the rows it matched locked, so this reads exactly those.
+            conn.execute(renew)
+            found = conn.execute(select(jobs.c.id, jobs.c.token).where(_held(reservations)))
+            return {tuple(row) for row in found}
+
+        held = self._write("extend reservations", renewed)
         return [dataclasses.replace(r, lease_until=until) for r in reservations if tuple(r.receipt) in held]
 
     def reclaim_expired(self) -> int:
         now = self.clock.now()
-        with self._write("reclaim lapsed reservations") as conn:
+        # Look first, without locks: usually nothing lapsed, and then no reclaim (run by every
+        # worker) takes row locks that a claim in another transaction would have to wait for.
+        with self._read("look for lapsed reservations") as conn:
+            if conn.execute(_LAPSED, {"now": now}).first() is None:
+                return 0
+
+        def reclaim(conn: Connection) -> int:
             # Each row is updated by one of several concurrent reclaims: the others
             # re-read it after the winner commits and find it no longer lapsed.
-            count = conn.execute(_RECLAIM, {"now": now, "due": now}).rowcount
+            count = int(conn.execute(_RECLAIM, {"now": now, "due": now}).rowcount)
             if count:
                 self._notify(conn, [""])
-        return int(count)
+            return count
+
+        return self._write("reclaim lapsed reservations", reclaim)
 
     # -- the failed store and counts -----------------------------------------
 
@@ -260,18 +301,20 @@ class DatabaseDriver:
             return failed.newest(conn, limit)
 
     def retry_failed(self, id_or_all: str) -> int:
+        def retry(conn: Connection) -> list[str]:
+            queues = failed.retry_batch(conn, id_or_all, self.clock.now())
+            self._notify(conn, queues)
+            return queues
+
         total = 0
         while True:
-            with self._write("retry failed jobs") as conn:
-                queues = failed.retry_batch(conn, id_or_all, self.clock.now())
-                self._notify(conn, queues)
+            queues = self._write("retry failed jobs", retry)
             total += len(queues)
             if id_or_all != "all" or len(queues) < failed.RETRY_BATCH:
                 return total
 
     def flush_failed(self) -> int:
-        with self._write("flush failed jobs") as conn:
-            return failed.flush(conn)
+        return self._write("flush failed jobs", failed.flush)
 
     def failed_count(self) -> int:
         with self._read("count failed jobs") as conn:
@@ -290,12 +333,11 @@ class DatabaseDriver:
 
     def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
         now = self.clock.now()
-        with self._write("take a unique lock") as conn:
-            return self._locks.acquire(conn, key=key, owner=owner, now=now, until=now + ttl)
+        return self._write("take a unique lock", lambda conn: self._locks.acquire(
+            conn, key=key, owner=owner, now=now, until=now + ttl))
 
     def release_lock(self, key: str, owner: str) -> None:
-        with self._write("release a unique lock") as conn:
-            self._locks.release(conn, key=key, owner=owner)
+        self._write("release a unique lock", lambda conn: self._locks.release(conn, key=key, owner=owner))
 
     def migrate(self) -> None:
         with translated("migrate the jobbridge tables"):
@@ -322,12 +364,11 @@ def _reservation(row: ClaimedRow, token: str, until: float, now: float) -> Reser
     """The reservation for a claimed row; an undecodable body is handed out to be failed."""
     body = row.body if isinstance(row.body, bytes) else bytes(row.body)
     try:
-        env = Envelope.decode(body)
+        # the column counts attempts; the body keeps the value it was pushed with
+        env = Envelope.decode(body, attempts=row.attempts)
     except PayloadDecodeError as exc:
         stand_in = undecodable(id=row.id, queue=row.queue, attempts=row.attempts, now=now)
         return Reservation(stand_in, (row.id, token), until, body=body, decode_error=str(exc))
-    if env.attempts != row.attempts:
-        env = env.replace(attempts=row.attempts)  # the column counts; the body keeps the pushed value
     return Reservation(env, (row.id, token), until)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import exc
 
@@ -13,23 +14,36 @@ from jobbridge.errors import DriverError, DriverUnavailable
 _TRANSIENT = (exc.OperationalError, exc.InterfaceError, exc.DisconnectionError, exc.TimeoutError)
 
 
+#: how many times a transaction the server chose as a deadlock victim is run in all
+DEADLOCK_RETRIES = 5
+
+# MySQL/MariaDB error 1213 (ER_LOCK_DEADLOCK); PostgreSQL SQLSTATE 40P01 and 40001.
+_MYSQL_DEADLOCK = 1213
+_PG_RETRYABLE = {"40P01", "40001"}
+
+
+def as_driver_error(action: str, error: exc.SQLAlchemyError) -> DriverError:
+    """The jobbridge exception for a SQLAlchemy one; the caller raises it ``from error``."""
+    if isinstance(error, _TRANSIENT):
+        return DriverUnavailable(f"database unavailable while trying to {action}: {error}")
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return DriverUnavailable(f"database connection lost while trying to {action}: {error}")
+    return DriverError(f"database error while trying to {action}: {error}")
+
+
 @contextmanager
 def translated(action: str) -> Iterator[None]:
     """Run a block of database work, re-raising SQLAlchemy errors as `DriverError`s naming ``action``."""
     try:
         yield
-    except _TRANSIENT as error:
-        raise DriverUnavailable(f"database unavailable while trying to {action}: {error}") from error
-    except exc.DBAPIError as error:
-        if error.connection_invalidated:
-            raise DriverUnavailable(f"database connection lost while trying to {action}: {error}") from error
-        raise DriverError(f"database error while trying to {action}: {error}") from error
     except exc.SQLAlchemyError as error:
-        raise DriverError(f"database error while trying to {action}: {error}") from error
+        raise as_driver_error(action, error) from error
 
 
-def is_transient(error: BaseException) -> bool:
-    """Whether a raw client exception means the server is unreachable (for the LISTEN connection)."""
-    return isinstance(error, DriverUnavailable | OSError) or type(error).__name__ in {
-        "OperationalError", "InterfaceError",
-    }
+def is_deadlock(error: exc.DBAPIError) -> bool:
+    """Whether the server rolled the transaction back to break a deadlock: running it again is safe."""
+    original = error.orig
+    if getattr(original, "sqlstate", None) in _PG_RETRYABLE:
+        return True
+    args: tuple[Any, ...] = getattr(original, "args", ())
+    return bool(args) and args[0] == _MYSQL_DEADLOCK
