@@ -1,0 +1,348 @@
+"""``Celery``: the app a Celery project makes, on jobbridge.
+
+``Celery("proj", broker=..., include=[...], **settings)`` keeps Celery's settings
+(compat/settings.py), its tasks, and builds one `JobBridge` from them on first
+use (`jobbridge_app`), which is also how ``jobbridge worker -A proj`` finds it.
+Every task is registered there as a job named after the task.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from jobbridge import JobBridge
+from jobbridge.execution import Middleware
+
+from . import calling, lifecycle, runner, settings, shared
+from .canvas import Signature
+from .exceptions import ImproperlyConfigured, RefusedFeature
+from .result import AsyncResult
+from .signals import Signal
+from .task import Task
+
+log = logging.getLogger("jobbridge.compat")
+
+# Task decorator options that mean something else on jobbridge, or cannot be honoured.
+_TASK_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "rate_limit": (lambda v: v is None, "rate limits are not provided yet; give the task a queue of its "
+                   "own (queue='slow') and run that queue with few threads (jobbridge worker -Q slow -c 1)"),
+    "priority": (lambda v: v is None, "jobbridge orders work by queue, not by message priority; route "
+                 "urgent tasks to a queue the worker lists first (queue='high')"),
+    "serializer": (lambda v: v is None or str(v).lower() in ("json", "application/json"),
+                   "jobbridge sends arguments as JSON, which any worker can read and nothing can turn into "
+                   "code; pickle is refused because a message could run code in the worker; pass ids and "
+                   "JSON values"),
+    "pydantic": (lambda v: not v, "pydantic argument conversion is not provided; pass JSON values"),
+}
+
+
+def _not_available(what: str, instead: str) -> Any:
+    def refuse(self: Celery, *args: Any, **kwargs: Any) -> Any:
+        raise RefusedFeature(f"app.{what} is not available on jobbridge: {instead}")
+
+    return property(refuse) if not what.endswith("()") else refuse
+
+
+class Celery:
+    """A Celery app backed by jobbridge; see the module docstring."""
+
+    def __init__(self, main: str | None = None, loader: Any = None, backend: Any = None, amqp: Any = None,
+                 events: Any = None, log: Any = None, control: Any = None, set_as_current: bool = True,
+                 tasks: Any = None, broker: str | None = None, include: Sequence[str] | None = None,
+                 changes: Mapping[str, Any] | None = None, config_source: Any = None, fixups: Any = None,
+                 task_cls: Any = None, autofinalize: bool = True, namespace: str | None = None,
+                 strict_typing: bool = True, **kwargs: Any) -> None:
+        for name, value in (("loader", loader), ("amqp", amqp), ("events", events), ("log", log),
+                            ("control", control), ("tasks", tasks), ("fixups", fixups)):
+            if value is not None:
+                raise RefusedFeature(f"Celery({name}=...) is refused: jobbridge provides its own {name}")
+        self.main = main
+        self.namespace = namespace
+        self.strict_typing = strict_typing
+        self.autofinalize = autofinalize
+        self._lock = threading.RLock()
+        self._tasks: dict[str, Task] = {}
+        self._jobs: dict[str, type] = {}
+        self._bridge: JobBridge | None = None
+        self._bridge_kwargs: dict[str, Any] = {}
+        self._middleware: list[Middleware] = []
+        self._pending_packages: list[tuple[Any, str]] = []
+        self._finalized = False
+        self._task_base: type[Task] | None = None
+        self._task_cls: Any = task_cls or Task
+        self.conf = settings.Conf(self._conf_changed)
+        self.on_configure = Signal("on_configure", propagate=True)
+        self.on_after_configure = Signal("on_after_configure", propagate=True)
+        self.on_after_finalize = Signal("on_after_finalize", propagate=True)
+        self.on_after_fork = Signal("on_after_fork", propagate=True)
+        if broker is not None:
+            self.conf.set("broker_url", broker)
+        if backend is not None:
+            self.conf.set("result_backend", backend)
+        if include:
+            self.conf.set("include", tuple(include))
+        self.conf.update(changes or {}, **kwargs)
+        if config_source is not None:
+            self.config_from_object(config_source)
+        shared.register_app(self, set_as_current)
+
+    def __repr__(self) -> str:
+        return f"<Celery {self.main or '__main__'} at {id(self):#x} (jobbridge)>"
+
+    # -- configuration -----------------------------------------------------------------------
+
+    def config_from_object(self, obj: Any, silent: bool = False, force: bool = False,
+                           namespace: str | None = None) -> None:
+        """Read settings from an object, module or mapping (or its dotted path), each one classified."""
+        try:
+            source = settings.load_object(obj)
+        except (ImportError, AttributeError):
+            if silent:
+                return
+            raise
+        if namespace is not None:
+            self.namespace = namespace
+        self.conf.load(source, self.namespace)
+        self.on_after_configure.send(sender=self, source=source)
+
+    def config_from_envvar(self, variable_name: str, silent: bool = False, force: bool = False) -> None:
+        import os
+
+        module = os.environ.get(variable_name)
+        if not module:
+            if silent:
+                return
+            raise ImproperlyConfigured(f"the environment variable {variable_name!r} is not set; it should name "
+                                       "the module holding the Celery settings")
+        self.config_from_object(module, silent=silent, force=force)
+
+    def _conf_changed(self, name: str) -> None:
+        if name in settings.BACKEND_KEYS and self._bridge is not None:
+            with self._lock:
+                old, self._bridge = self._bridge, None
+            if old is not None:
+                old.close()
+
+    # -- tasks -------------------------------------------------------------------------------
+
+    def task(self, *args: Any, **options: Any) -> Any:
+        """``@app.task``, ``@app.task(...)`` and ``app.task(fun, ...)``: the function as a Task."""
+        if len(args) == 1 and callable(args[0]):
+            return self._task_from_fun(args[0], **options)
+        if args:
+            raise TypeError("app.task() takes the function alone, or keyword options only")
+
+        def decorate(fun: Callable[..., Any]) -> Any:
+            return self._task_from_fun(fun, **options)
+
+        return decorate
+
+    def gen_task_name(self, name: str, module: str | None) -> str:
+        """Celery's default task name: ``module.function`` (``main.function`` for ``__main__``)."""
+        module = module or "__main__"
+        if module == "__main__" and self.main:
+            return f"{self.main}.{name}"
+        return ".".join(p for p in (module, name) if p)
+
+    def _task_from_fun(self, fun: Callable[..., Any], name: str | None = None, base: Any = None,
+                       bind: bool = False, **options: Any) -> Task:
+        name = name or self.gen_task_name(fun.__name__, fun.__module__)
+        with self._lock:
+            if name in self._tasks:
+                return self._tasks[name]
+            _check_task_options(name, options)
+            base_cls = settings.load_object(base) if base is not None else self.Task
+            attrs = {"app": self, "name": name, "run": fun if bind else staticmethod(fun), "_bind": bind,
+                     "_fun": staticmethod(fun), "__doc__": fun.__doc__, "__module__": fun.__module__,
+                     "__wrapped__": fun, "abstract": False, **options}
+            task: Task = type(fun.__name__, (base_cls,), attrs)()
+            task.__qualname__ = fun.__qualname__  # type: ignore[attr-defined]
+            return self.register_task(task)
+
+    def register_task(self, task: Task | type[Task], **options: Any) -> Task:
+        """Add a task (a class-based one too); it becomes a jobbridge job named after it."""
+        if isinstance(task, type):
+            task = task()
+        name = getattr(task, "name", None) or self.gen_task_name(type(task).__name__, type(task).__module__)
+        cls = type(task)
+        if getattr(cls, "name", None) != name:
+            cls.name = name
+        if not hasattr(cls, "app") or cls.app is not self:
+            cls.app = self
+        lo, hi = getattr(task, "soft_time_limit", None), getattr(task, "time_limit", None)
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(f"task {name}: soft_time_limit ({lo}) must not exceed time_limit ({hi})")
+        with self._lock:
+            self._tasks[name] = task
+            job = self._jobs[name] = runner.job_class(task)
+            if self._bridge is not None:
+                self._bridge.register(job)
+        return task
+
+    @property
+    def tasks(self) -> dict[str, Task]:
+        """The registered tasks by name (modules from include/imports/autodiscover imported first)."""
+        self._finalize()
+        return self._tasks
+
+    @property
+    def Task(self) -> type[Task]:
+        """The base class of this app's tasks (``task_cls``), for ``class MyTask(app.Task)``."""
+        if self._task_base is None:
+            base = settings.load_object(self._task_cls)
+            self._task_base = type("Task", (base,), {"app": self, "abstract": True, "__module__": base.__module__})
+        return self._task_base
+
+    def autodiscover_tasks(self, packages: Iterable[str] | Callable[[], Iterable[str]] | None = None,
+                           related_name: str = "tasks", force: bool = False) -> None:
+        """Import ``<package>.<related_name>`` for each package (Django's INSTALLED_APPS by default)."""
+        self._pending_packages.append((packages, related_name))
+        if force or self._finalized:
+            self._discover()
+
+    def _discover(self) -> None:
+        while self._pending_packages:
+            packages, related = self._pending_packages.pop(0)
+            found = packages() if callable(packages) else packages
+            for package in _django_apps() if found is None else found:
+                _import_related(package, related)
+
+    def finalize(self, auto: bool = False) -> None:
+        self._finalize()
+
+    def _finalize(self) -> None:
+        with self._lock:
+            if self._finalized:
+                return
+            self._finalized = True
+            for module in (*self.conf["imports"], *self.conf["include"]):
+                importlib.import_module(module)
+            self._discover()
+        self.on_after_finalize.send(sender=self)
+        from .signals import import_modules
+
+        import_modules.send(sender=self)
+
+    # -- calling -----------------------------------------------------------------------------
+
+    def send_task(self, name: str, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                  countdown: float | None = None, eta: Any = None, task_id: str | None = None,
+                  **options: Any) -> AsyncResult:
+        """Publish a task by name (it need not be registered here); as in Celery, never run eagerly."""
+        if self.conf["task_always_eager"]:
+            calling.warn_eager_send_task(name)
+        for key, value in (("countdown", countdown), ("eta", eta), ("task_id", task_id)):
+            if value is not None:
+                options[key] = value
+        options.pop("route_name", None)
+        task = self._tasks.get(name)
+        return AsyncResult(calling.publish(self, name, args, kwargs, options, task=task), app=self, task_name=name)
+
+    def signature(self, *args: Any, **kwargs: Any) -> Signature:
+        kwargs["app"] = self
+        return Signature(*args, **kwargs)
+
+    def AsyncResult(self, id: str, **kwargs: Any) -> AsyncResult:
+        return AsyncResult(id, app=self, task_name=kwargs.get("task_name"))
+
+    def now(self) -> datetime:
+        return datetime.now(UTC).astimezone(calling.zone(self))
+
+    # -- jobbridge ---------------------------------------------------------------------------
+
+    def jobbridge_app(self) -> JobBridge:
+        """The JobBridge of this app (built once, from its settings), which the worker runs."""
+        with self._lock:
+            if self._bridge is None:
+                self._finalize()
+                built = JobBridge(settings.jobbridge_settings(self.conf),
+                                  middleware=[runner.middleware, *self._middleware], **self._bridge_kwargs)
+                built.register(*self._jobs.values())
+                lifecycle.adopt(built, self)
+                self._bridge = built
+            return self._bridge
+
+    def jobbridge_options(self, *, middleware: Sequence[Middleware] = (), **kwargs: Any) -> None:
+        """What the JobBridge is built with besides settings: ``clock``, ``container``, ``drivers``, middleware."""
+        with self._lock:
+            self._bridge_kwargs.update(kwargs)
+            self._middleware = list(middleware)
+            if self._bridge is not None:
+                old, self._bridge = self._bridge, None
+                old.close()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._bridge is not None:
+                self._bridge.close()
+                self._bridge = None
+
+    def set_current(self) -> None:
+        shared.set_current(self)
+
+    def set_default(self) -> None:
+        shared.set_current(self)
+
+    @property
+    def current_task(self) -> Any:
+        from .request import current_task
+
+        return current_task()
+
+    def add_periodic_task(self, *args: Any, **kwargs: Any) -> Any:
+        raise RefusedFeature("app.add_periodic_task() is refused: jobbridge has no beat scheduler yet; run "
+                             "periodic work from cron or a systemd timer that calls task.delay()")
+
+    control = _not_available("control", "there is no remote control (inspect, revoke, rate_limit, ping); "
+                             "watch workers with jobbridge status")
+    events = _not_available("events", "workers send no Celery events; react to tasks with the signals")
+    backend = _not_available("backend", "there is no result backend yet (issue 6)")
+    pool = _not_available("pool", "the store's connection is the driver's own")
+    user_options = _not_available("user_options", "the jobbridge CLI takes no user options")
+    steps = _not_available("steps", "the jobbridge worker has no bootsteps")
+    connection = _not_available("connection()", "the store's connection is the driver's own")
+    connection_for_write = _not_available("connection_for_write()", "the store's connection is the driver's own")
+    connection_for_read = _not_available("connection_for_read()", "the store's connection is the driver's own")
+    producer_or_acquire = _not_available("producer_or_acquire()", "publish with task.delay() or send_task()")
+    worker_main = _not_available("worker_main()", "run jobbridge worker -A <module>")
+    start = _not_available("start()", "run jobbridge worker -A <module>")
+
+
+def _check_task_options(name: str, options: Mapping[str, Any]) -> None:
+    for key, (ok, why) in _TASK_REFUSALS.items():
+        if key in options and not ok(options[key]):
+            raise RefusedFeature(f"task {name}: {key}={options[key]!r} is refused: {why}")
+    lo, hi = options.get("soft_time_limit"), options.get("time_limit")
+    if lo is not None and hi is not None and lo > hi:
+        raise ValueError(f"task {name}: soft_time_limit ({lo}) must not exceed time_limit ({hi})")
+    for key in ("max_retries", "default_retry_delay", "time_limit", "soft_time_limit"):
+        value = options.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
+            raise ValueError(f"task {name}: {key} must be a number of at least 0, not {value!r}")
+
+
+def _django_apps() -> list[str]:
+    """Django's installed apps, when Django is there (what Celery's Django fixup discovers)."""
+    try:
+        from django.apps import apps  # type: ignore[import-not-found]
+    except ImportError:
+        return []
+    return [config.name for config in apps.get_app_configs()]
+
+
+def _import_related(package: str, related: str) -> None:
+    """Import ``package.related`` if it exists; an error inside an existing module is raised."""
+    name = f"{package}.{related}" if related else package
+    try:
+        importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name != name:
+            raise
+
+
+__all__ = ["Celery"]

@@ -1,0 +1,197 @@
+"""Publishing a task: options checked, routed to a queue, arguments encoded, pushed as a jobbridge job.
+
+The message is a jobbridge `Envelope` whose name is the task name and whose
+payload is ``{"args": [...], "kwargs": {...}}``. Its headers are Celery's
+(``task``, ``id``, ``eta``, ``expires``, ``retries``, ``timelimit``, ...) plus the
+caller's own, so ``before_task_publish`` receivers see (and may add to) what
+Celery would send, and the worker rebuilds ``self.request`` from them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import socket
+import warnings
+from collections.abc import Mapping, Sequence
+from datetime import UTC, date, datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from jobbridge import Envelope
+from jobbridge.envelope import new_id
+
+from . import codec, routing, signals
+from .exceptions import RefusedFeature
+from .request import custom_headers
+
+if TYPE_CHECKING:
+    from .app import Celery
+    from .task import Task
+
+#: the timeout of a task with no time limit (Celery's default is none): thirty days
+NO_TIME_LIMIT = 30 * 86400.0
+#: the attempts of a task whose max_retries is None (retry forever)
+FOREVER_TRIES = 1_000_000
+DEFAULT_TRIES = 4  # Celery's max_retries default of 3, plus the first attempt
+
+_ACCEPTED = frozenset({"countdown", "eta", "expires", "queue", "task_id", "headers", "routing_key",
+                       "exchange", "exchange_type", "retry", "retry_policy", "ignore_result", "time_limit",
+                       "soft_time_limit", "add_to_parent", "reply_to", "delivery_mode", "mandatory",
+                       "immediate", "argsrepr", "kwargsrepr", "retries", "parent_id", "root_id",
+                       "serializer", "compression", "priority", "link", "link_error", "shadow",
+                       "connection", "producer", "publisher", "chain", "chord", "group_id",
+                       "group_index", "stamped_headers", "declare", "expiration"})
+_ONLY_NONE = {
+    "priority": "jobbridge orders work by queue, not by message priority: route urgent tasks to a queue "
+                "the worker lists first (queue='high', and jobbridge worker -Q high,celery)",
+    "link": "callbacks arrive with canvas support (the next issue); call the next task at the end of this one",
+    "link_error": "error callbacks arrive with canvas support (the next issue); use on_failure or task_failure",
+    "shadow": "a task runs under its own name",
+    "connection": "the app's jobbridge connection is used", "producer": "the app's jobbridge connection is used",
+    "publisher": "the app's jobbridge connection is used",
+    "chain": "chains arrive with canvas support (the next issue)",
+    "chord": "chords arrive with canvas support (the next issue)",
+    "group_id": "groups arrive with canvas support (the next issue)",
+    "compression": "payloads are stored uncompressed",
+    "stamped_headers": "stamping is not provided",
+}
+
+
+def check_options(name: str, options: Mapping[str, Any]) -> None:
+    """Refuse an option jobbridge cannot honour (or does not know) at the call, with why."""
+    for key, value in options.items():
+        if key not in _ACCEPTED:
+            close = difflib.get_close_matches(key, sorted(_ACCEPTED), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise TypeError(f"{name}.apply_async() got an unknown option {key!r}{hint}")
+        if key in _ONLY_NONE and value is not None and value != [] and value != ():
+            raise RefusedFeature(f"apply_async({key}=...) is refused for {name}: {_ONLY_NONE[key]}")
+    serializer = options.get("serializer")
+    if serializer is not None and str(serializer).lower() not in ("json", "application/json"):
+        raise RefusedFeature(f"serializer {serializer!r} is refused for {name}: jobbridge sends arguments as "
+                             "JSON, which any worker can read and nothing can turn into code")
+    if options.get("countdown") is not None and options.get("eta") is not None:
+        raise ValueError(f"{name}.apply_async(): give countdown= or eta=, not both")
+
+
+def zone(app: Celery) -> tzinfo:
+    """How a naive datetime is read: the app's timezone, else UTC (enable_utc) or local time."""
+    name = app.conf["timezone"]
+    if name:
+        return name if isinstance(name, tzinfo) else ZoneInfo(str(name))
+    if app.conf["enable_utc"] is False:
+        local = datetime.now().astimezone().tzinfo
+        return local if local is not None else UTC
+    return UTC
+
+
+def moment(app: Celery, value: Any, now: float, what: str) -> datetime:
+    """An eta or expires (datetime, ISO string, or for expires seconds from now) as an aware datetime."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(now + float(value), UTC)
+    if isinstance(value, timedelta):
+        return datetime.fromtimestamp(now + value.total_seconds(), UTC)
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        raise TypeError(f"{what} must be a datetime (or an ISO string), not {value!r}")
+    return value if value.tzinfo is not None else value.replace(tzinfo=zone(app))
+
+
+def tries_for(task: Task | None) -> int:
+    if task is None:
+        return DEFAULT_TRIES
+    return FOREVER_TRIES if task.max_retries is None else int(task.max_retries) + 1
+
+
+def time_limits(app: Celery, task: Task | None, options: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    hard = options.get("time_limit") or getattr(task, "time_limit", None) or app.conf["task_time_limit"]
+    soft = (options.get("soft_time_limit") or getattr(task, "soft_time_limit", None)
+            or app.conf["task_soft_time_limit"])
+    if hard is not None and soft is not None and soft > hard:
+        raise ValueError(f"soft_time_limit ({soft}) must not exceed time_limit ({hard})")
+    return hard, soft
+
+
+def origin() -> str:
+    return f"gen{os.getpid()}@{socket.gethostname()}"
+
+
+def publish(app: Celery, name: str, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
+            options: Mapping[str, Any], task: Task | None = None) -> str:
+    """Push one task message; its id. Options were checked; arguments are encoded here."""
+    check_options(name, options)
+    names = task.positional_names() if task is not None else ()
+    plain_args, plain_kwargs = list(args or ()), dict(kwargs or {})
+    sent_args, sent_kwargs = codec.encode_call(name, plain_args, plain_kwargs, names)
+    queue = routing.queue_for(app, name, task, plain_args, plain_kwargs, options)
+    bridge = app.jobbridge_app()
+    now = bridge.clock.now()
+    task_id = str(options.get("task_id") or new_id())
+    eta = _eta(app, options, now)
+    expires = options.get("expires")
+    expires_at = moment(app, expires, now, "expires") if expires is not None else None
+    hard, soft = time_limits(app, task, options)
+    headers = _headers(name, task_id, options, eta, expires_at, (hard, soft), plain_args, plain_kwargs, task)
+    body = (sent_args, sent_kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
+    properties = {"correlation_id": task_id, "reply_to": options.get("reply_to"), "delivery_mode": 2,
+                  "priority": None}
+    signals.before_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers,
+                                     properties=properties, declare=[], retry_policy=options.get("retry_policy"))
+    env = Envelope(
+        id=task_id, name=name, queue=queue, payload={"args": sent_args, "kwargs": sent_kwargs},
+        tries=tries_for(task), timeout=float(hard) if hard else NO_TIME_LIMIT,
+        available_at=eta.timestamp() if eta is not None else now, created_at=now,
+        headers=codec.encode(headers, "a header", name),
+    )
+    bridge.push([env])
+    signals.after_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers)
+    if signals.task_sent.has_listeners():
+        signals.task_sent.send(sender=name, task_id=task_id, task=name, args=plain_args, kwargs=plain_kwargs,
+                               eta=headers["eta"], taskset=None)
+    return task_id
+
+
+def _eta(app: Celery, options: Mapping[str, Any], now: float) -> datetime | None:
+    countdown, eta = options.get("countdown"), options.get("eta")
+    if countdown is not None:
+        seconds = countdown.total_seconds() if isinstance(countdown, timedelta) else float(countdown)
+        return datetime.fromtimestamp(now + max(0.0, seconds), UTC)
+    return moment(app, eta, now, "eta") if eta is not None else None
+
+
+def _headers(name: str, task_id: str, options: Mapping[str, Any], eta: datetime | None,
+             expires: datetime | None, limits: tuple[Any, Any], args: list[Any], kwargs: dict[str, Any],
+             task: Task | None) -> dict[str, Any]:
+    from .request import current_request
+
+    parent = current_request()
+    own = dict(options.get("headers") or {})
+    headers = {
+        **own,
+        "lang": "py", "task": name, "id": task_id, "shadow": None,
+        "eta": eta.isoformat() if eta is not None else None,
+        "expires": expires.isoformat() if expires is not None else None,
+        "group": None, "group_index": None, "retries": int(options.get("retries") or 0),
+        "timelimit": list(limits),
+        "root_id": options.get("root_id") or (parent.root_id or parent.id if parent else None) or task_id,
+        "parent_id": options.get("parent_id") or (parent.id if parent else None),
+        "argsrepr": options.get("argsrepr") or repr(tuple(args)),
+        "kwargsrepr": options.get("kwargsrepr") or repr(kwargs),
+        "origin": origin(),
+        "ignore_result": bool(options.get("ignore_result", getattr(task, "ignore_result", False))),
+    }
+    return headers
+
+
+def warn_eager_send_task(name: str) -> None:
+    from .exceptions import AlwaysEagerIgnored
+
+    warnings.warn(f"send_task({name!r}) ignores task_always_eager: the task is published, as in Celery",
+                  AlwaysEagerIgnored, stacklevel=3)
+
+
+__all__ = ["FOREVER_TRIES", "NO_TIME_LIMIT", "check_options", "custom_headers", "publish", "zone"]

@@ -1,0 +1,124 @@
+"""Celery's worker signals, fired from jobbridge's worker events in each worker process.
+
+On the core's ``worker_started`` (sent by a worker whose JobBridge is a facade
+app's): ``celeryd_init``, ``worker_init``, ``worker_process_init``,
+``celeryd_after_setup``, ``after_setup_logger`` / ``after_setup_task_logger``
+(unless the app configures logging itself through ``setup_logging``), then
+``worker_ready``. On ``worker_stopping``: ``worker_shutting_down``. When the
+worker's process ends (the core's ``worker_stopped`` where it exists, else at
+interpreter exit): ``worker_process_shutdown``, then ``worker_shutdown``.
+
+jobbridge sends its worker events in every worker process, so with
+``--processes N`` the once-per-worker Celery signals fire once per process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from jobbridge import JobBridge
+from jobbridge import signals as core
+
+from . import runner, signals
+
+if TYPE_CHECKING:
+    from .app import Celery
+
+_apps: weakref.WeakKeyDictionary[JobBridge, Celery] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+_running: list[WorkerInfo] = []
+
+
+class WorkerInfo:
+    """The ``sender`` / ``instance`` of the worker signals: what Celery's worker object offers."""
+
+    def __init__(self, worker: Any, app: Celery) -> None:
+        self.worker = worker
+        self.app = app
+        self.options = worker.options
+        self.hostname: str = worker.options.hostname
+        self.concurrency: int = worker.options.concurrency
+        self.pid = os.getpid()
+
+    def __repr__(self) -> str:
+        return f"<Worker: {self.hostname} (jobbridge)>"
+
+
+def adopt(bridge: JobBridge, app: Celery) -> None:
+    """Remember that ``bridge`` is ``app``'s, so its workers fire the app's Celery signals."""
+    _apps[bridge] = app
+
+
+def _app_of(worker: Any) -> Celery | None:
+    bridge = getattr(worker, "bridge", None)
+    return _apps.get(bridge) if isinstance(bridge, JobBridge) else None
+
+
+def _options(worker: Any) -> dict[str, Any]:
+    opts = worker.options
+    return {"queues": list(opts.queues), "concurrency": opts.concurrency, "processes": opts.processes,
+            "hostname": opts.hostname, "max_tasks_per_child": opts.max_jobs}
+
+
+def on_worker_started(sender: Any, **kwargs: Any) -> None:
+    app = _app_of(sender)
+    if app is None:
+        return
+    info = WorkerInfo(sender, app)
+    runner.set_hostname(info.hostname)
+    with _lock:
+        _running.append(info)
+    signals.celeryd_init.send(sender=info.hostname, instance=info, conf=app.conf, options=_options(sender))
+    signals.worker_init.send(sender=info)
+    signals.worker_process_init.send(sender=None)
+    signals.celeryd_after_setup.send(sender=info.hostname, instance=info, conf=app.conf)
+    if not signals.logging_is_configured_by_app():
+        root = logging.getLogger()
+        for signal, logger in ((signals.after_setup_logger, root),
+                               (signals.after_setup_task_logger, logging.getLogger("celery.task"))):
+            signal.send(sender=None, logger=logger, loglevel=root.getEffectiveLevel(), logfile=None,
+                        format=None, colorize=False)
+    signals.worker_ready.send(sender=info)
+
+
+def on_worker_stopping(sender: Any, **kwargs: Any) -> None:
+    app = _app_of(sender)
+    if app is None:
+        return
+    signals.worker_shutting_down.send(sender=sender.options.hostname, sig=None, how="Warm", exitcode=0)
+
+
+def on_worker_stopped(sender: Any, **kwargs: Any) -> None:
+    with _lock:
+        found = [info for info in _running if info.worker is sender]
+        for info in found:
+            _running.remove(info)
+    for info in found:
+        _shutdown(info)
+
+
+def _shutdown(info: WorkerInfo) -> None:
+    exitcode = getattr(info.worker, "exit_code", 0)
+    signals.worker_process_shutdown.send(sender=None, pid=os.getpid(), exitcode=exitcode)
+    signals.worker_shutdown.send(sender=info)
+
+
+def _at_exit() -> None:
+    with _lock:
+        left = list(_running)
+        _running.clear()
+    for info in left:
+        _shutdown(info)
+
+
+core.worker_started.connect(on_worker_started, weak=False)
+core.worker_stopping.connect(on_worker_stopping, weak=False)
+_stopped = getattr(core, "worker_stopped", None)
+if _stopped is not None:
+    _stopped.connect(on_worker_stopped, weak=False)
+atexit.register(_at_exit)

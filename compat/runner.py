@@ -1,0 +1,203 @@
+"""A Celery task as a jobbridge job, and what its attempt means to the worker.
+
+Each task gets a `Job` class named after the task, whose payload is the call's
+``args`` and ``kwargs``. Its ``handle`` rebuilds ``self.request`` from the message
+headers, runs the task through the tracer (compat/tracing.py) under its soft
+time limit, and ends the attempt as Celery would:
+
+=====================  ============================================================
+task outcome           jobbridge attempt
+=====================  ============================================================
+returned               acknowledged (succeeded)
+raised (no retry)      failed now: Celery does not retry an exception by itself
+``self.retry()``       released after the countdown (the same message, one attempt on);
+                       re-sent as a new message when the retry changes the arguments,
+                       asks for more retries than the message's tries, or throw=False
+``Ignore``             acknowledged, without a success
+``Reject``             ``requeue=True``: released at once; else failed, with the reason
+expired                acknowledged unrun; ``task_revoked(expired=True)``
+hard time limit        the core's timeout stops it; failed with TimeLimitExceeded
+=====================  ============================================================
+
+``self.request.retries`` is the retries already made: the message's attempt - 1
+(plus those of earlier messages of a re-sent retry). A redelivery after a lost
+worker therefore counts as a retry here, where Celery would not count it.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jobbridge import AcknowledgeJob, Envelope, FailJob, Job, JobContext, JobTimeout, ReleaseJob
+from jobbridge.envelope import new_id
+from jobbridge.execution import CallNext
+
+from . import codec, signals, states
+from .calling import FOREVER_TRIES, NO_TIME_LIMIT, tries_for
+from .exceptions import Reject, Retry, TimeLimitExceeded
+from .request import Request, custom_headers
+from .softlimit import soft_limit
+from .tracing import ExceptionInfo, Traced, on_failure, trace
+
+if TYPE_CHECKING:
+    from .task import Task
+
+_worker_hostname: list[str] = []
+
+
+def hostname() -> str:
+    """The running worker's name (``-n``), else this machine's."""
+    return _worker_hostname[-1] if _worker_hostname else socket.gethostname()
+
+
+def set_hostname(name: str) -> None:
+    _worker_hostname.append(name)
+
+
+class TaskFailed(FailJob):
+    """The task failed (Celery state FAILURE); its exception is the ``__cause__``; handlers already ran."""
+
+
+class TaskRejected(FailJob):
+    """The task raised ``Reject(requeue=False)``: stored as failed, with the reason."""
+
+
+class CeleryJob(Job, abstract=True):
+    """The jobbridge job of a Celery task: its payload is the call."""
+
+    args: list  # type: ignore[type-arg]
+    kwargs: dict  # type: ignore[type-arg]
+
+    celery_task: Any = None
+
+    def handle(self, ctx: JobContext) -> None:
+        run(type(self).celery_task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
+
+    def failed(self, ctx: JobContext, error: BaseException) -> None:
+        """The core gave up without the task having said so (attempts exhausted by lost workers)."""
+        if isinstance(error, TaskFailed | TaskRejected):
+            return
+        task = type(self).celery_task
+        request = worker_request(task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
+        on_failure(task, request, error)
+
+
+def job_class(task: Task) -> type[CeleryJob]:
+    """A Job class for ``task``: its name is the task name (options are set per message)."""
+    namespace = {"__module__": __name__, "__qualname__": f"CeleryJob[{task.name}]", "celery_task": task}
+    return type(f"CeleryJob[{task.name}]", (CeleryJob,), namespace, name=task.name,
+                queue=task.queue or "celery", tries=tries_for(task), timeout=NO_TIME_LIMIT)
+
+
+def worker_request(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Request:
+    headers = dict(ctx.headers)
+    limits = headers.get("timelimit") or [None, None]
+    return Request(
+        id=headers.get("id") or ctx.id, task=task.name, args=args, kwargs=kwargs,
+        retries=int(headers.get("retries") or 0) + ctx.attempt - 1, is_eager=False, called_directly=False,
+        hostname=hostname(), headers=custom_headers(headers), eta=headers.get("eta"),
+        expires=headers.get("expires"), timelimit=tuple(limits), time_limit=limits[0], soft_time_limit=limits[1],
+        root_id=headers.get("root_id"), parent_id=headers.get("parent_id"), origin=headers.get("origin"),
+        ignore_result=bool(headers.get("ignore_result")), correlation_id=headers.get("id") or ctx.id,
+        delivery_info={"exchange": "", "routing_key": ctx.queue, "priority": None, "redelivered": ctx.attempt > 1},
+        properties={"correlation_id": headers.get("id") or ctx.id, "delivery_mode": 2},
+        argsrepr=headers.get("argsrepr"), kwargsrepr=headers.get("kwargsrepr"),
+        max_attempts=ctx.max_attempts, attempt=ctx.attempt, connection=ctx.connection,
+    )
+
+
+def run(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> None:
+    """One attempt of a task in a worker; ends it by raising what the worker should do."""
+    request = worker_request(task, ctx, args, kwargs)
+    if _expired(task, request):
+        signals.task_revoked.send(sender=task, request=request, terminated=False, signum=None, expired=True)
+        raise AcknowledgeJob(f"task {task.name}[{request.id}] expired at {request.expires}")
+    signals.task_received.send(sender=None, request=request)
+    soft = request.soft_time_limit or task.soft_time_limit or task.app.conf["task_soft_time_limit"]
+    with soft_limit(soft):
+        traced = trace(task, request, args, kwargs, eager=False)
+    _conclude(task, ctx, request, traced)
+
+
+def _expired(task: Task, request: Request) -> bool:
+    if not request.expires:
+        return False
+    now = task.app.jobbridge_app().clock.now()
+    return datetime.fromisoformat(str(request.expires)).timestamp() <= now
+
+
+def _conclude(task: Task, ctx: JobContext, request: Request, traced: Traced) -> None:
+    if traced.state == states.SUCCESS:
+        return
+    if traced.state == states.IGNORED:
+        raise AcknowledgeJob(f"task {task.name}[{request.id}] ignored")
+    if traced.state == states.REJECTED and isinstance(traced.exc, Reject):
+        if traced.exc.requeue:
+            raise ReleaseJob(0.0, f"rejected with requeue: {traced.exc.reason}")
+        raise TaskRejected(f"rejected: {traced.exc.reason}") from traced.exc
+    if traced.state == states.RETRY and isinstance(traced.exc, Retry):
+        _retry(task, ctx, request, traced.exc)
+    exc = traced.exc or RuntimeError(f"task ended in state {traced.state}")
+    raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _retry(task: Task, ctx: JobContext, request: Request, retry: Retry) -> None:
+    """Release the message for its retry, or, when it cannot carry the retry, send a new one."""
+    delay = retry_delay(task, retry.when)
+    if retry.resend is None and ctx.attempt < ctx.max_attempts:
+        retry.delay = delay
+        raise retry
+    send_retry(task, request, retry)
+    raise AcknowledgeJob(f"task {task.name}[{request.id}] re-sent for retry {request.retries + 1}")
+
+
+def retry_delay(task: Task, when: Any) -> float:
+    if isinstance(when, datetime):
+        moment = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+        return max(0.0, moment.timestamp() - task.app.jobbridge_app().clock.now())
+    return max(0.0, float(when or 0.0))
+
+
+def send_retry(task: Task, request: Request, retry: Retry) -> None:
+    """Publish the retry as a new message carrying the task id and the retry count (as Celery does)."""
+    plan = retry.resend or {}
+    args, kwargs = list(plan.get("args", request.args or [])), dict(plan.get("kwargs", request.kwargs or {}))
+    options = dict(plan.get("options") or {})
+    bridge = task.app.jobbridge_app()
+    now = bridge.clock.now()
+    sent_args, sent_kwargs = codec.encode_call(task.name, args, kwargs, task.positional_names())
+    delay = retry_delay(task, retry.when)
+    headers = {**(request.headers or {}), "lang": "py", "task": task.name, "id": request.id,
+               "retries": request.retries + 1, "timelimit": list(request.timelimit or (None, None)),
+               "root_id": request.root_id, "parent_id": request.parent_id, "origin": request.origin,
+               "eta": datetime.fromtimestamp(now + delay, UTC).isoformat(), "expires": request.expires,
+               "argsrepr": repr(tuple(args)), "kwargsrepr": repr(kwargs), "ignore_result": request.ignore_result}
+    tries = FOREVER_TRIES if retry.max_retries is None else max(1, retry.max_retries - request.retries)
+    queue = options.get("queue") or (request.delivery_info or {}).get("routing_key") or task.queue
+    env = Envelope(id=new_id(), name=task.name, queue=str(queue or task.app.conf["task_default_queue"]),
+                   payload={"args": sent_args, "kwargs": sent_kwargs}, tries=tries,
+                   timeout=float(request.time_limit or NO_TIME_LIMIT), available_at=now + delay, created_at=now,
+                   headers=codec.encode(headers, "a header", task.name))
+    bridge.push([env], connection=request.get("connection"))
+
+
+def middleware(ctx: JobContext, call_next: CallNext) -> Any:
+    """Around every attempt: a task stopped at its hard time limit is failed, as Celery fails it."""
+    job = ctx.job
+    if not isinstance(job, CeleryJob):
+        return call_next()
+    try:
+        return call_next()
+    except JobTimeout as exc:
+        task = type(job).celery_task
+        limit = TimeLimitExceeded(f"TimeLimitExceeded({ctx.timeout:g})")
+        limit.__cause__ = exc
+        request = worker_request(task, ctx, codec.decode(job.args), codec.decode(job.kwargs))
+        traced = on_failure(task, request, limit)  # no task_postrun: Celery's pool kills the process
+        raise TaskFailed(f"TimeLimitExceeded: hard time limit ({ctx.timeout:g}s) exceeded") from traced.exc
+
+
+__all__ = ["CeleryJob", "ExceptionInfo", "TaskFailed", "hostname", "job_class", "middleware", "run",
+           "send_retry", "worker_request"]

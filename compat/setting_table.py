@@ -1,0 +1,403 @@
+"""Every Celery setting, by its name and its old upper-case name, and what the facade does with it.
+
+Each setting is one of three kinds:
+
+- ``honour``: read, and mapped to a jobbridge setting or to the facade's behaviour;
+- ``accept``: already true of jobbridge, or about machinery jobbridge does not have, so the
+  value changes nothing; the reason says why (docs/compat.md lists them all);
+- ``refuse``: jobbridge cannot do what it asks; the error says what to write instead.
+
+A rule may look at the value: an accepted setting given a value jobbridge cannot honour
+is refused (``task_serializer = "pickle"``), and a refused one given its harmless default
+is accepted (``beat_schedule = {}``). A name in none of these tables is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Kind = Literal["honour", "accept", "refuse"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """What one setting does on jobbridge; ``ok(value)`` flips accept to refuse (or back) by value."""
+
+    kind: Kind
+    why: str
+    instead: str = ""
+    ok: Callable[[Any], bool] | None = None
+
+    def refuses(self, value: Any) -> bool:
+        if self.kind == "refuse":
+            return self.ok is None or not self.ok(value)
+        return self.kind == "accept" and self.ok is not None and not self.ok(value)
+
+
+def _empty(value: Any) -> bool:
+    return value is None or value is False or value == "" or value == {} or value == [] or value == ()
+
+
+def _is(*allowed: Any) -> Callable[[Any], bool]:
+    return lambda value: value in allowed
+
+
+def _json_only(value: Any) -> bool:
+    names = [value] if isinstance(value, str) else list(value or ["json"])
+    return all(str(n).lower() in ("json", "application/json") for n in names)
+
+
+def _json(value: Any) -> bool:
+    return value is None or str(value).lower() in ("json", "application/json")
+
+
+_QUEUE_NAMES = "jobbridge routes by queue name alone: there are no exchanges, bindings or queue types to declare"
+_CONNECTION = ("each jobbridge driver manages its own client: a worker backs off and retries a store that "
+               "fails, and never exits for it (the redis driver has connect_timeout_ms and reconnect settings)")
+_ACKS = ("a job is acknowledged only after its attempt ends, and a job whose worker is lost comes back "
+         "once its reservation lapses; write tasks to be safe to run twice")
+_FAILED_STORE = "set it to True or remove it: a failed job goes to the failed store (jobbridge failed / retry)"
+_PREFETCH = ("a worker reserves only what its threads can start soon, and delayed tasks wait in the store, "
+             "not in worker memory")
+_POOL = "jobbridge runs and supervises its own worker processes and threads (--processes, --concurrency)"
+_RESULTS = ("jobbridge keeps no task results yet (the result store arrives with issue 6): the value has "
+            "no effect, and reading a result (AsyncResult.get(), .state) raises ResultsNotEnabled")
+_RESULTS_NEEDED = "remove it; it needs the result store, which arrives with issue 6"
+_JSON = "jobbridge stores every payload as JSON"
+_JSON_ONLY = ("set it to 'json' (or remove it): pickle, yaml and msgpack are refused because a job's "
+              "payload is JSON that any worker can read and nothing can turn into code")
+_NO_CONTROL = "jobbridge has no remote control or Celery events: workers are watched with jobbridge status"
+_EVENTS = "remove it; to watch workers use jobbridge status, and to react to tasks use the signals"
+_PRIORITY = ("jobbridge orders work by queue, not by message priority: route urgent tasks to a queue the "
+             "worker lists first (apply_async(queue='high'); jobbridge worker -Q high,celery)")
+_RATE = ("rate limits are per task here: set rate_limit on the task decorator; a worker-wide default "
+         "would be applied nowhere")
+_BEAT = ("remove it: jobbridge has no beat scheduler yet; run periodic work from cron or a systemd "
+         "timer that calls task.delay()")
+_SECURITY = ("remove it: message signing is not provided; restrict who may write to the store "
+             "(database grants, redis ACLs, SQS policies)")
+_BROKER_PARTS = "write one broker_url (redis://user:password@host:port/db, sqla+postgresql://..., sqs://...)"
+_LOGGING = ("configure logging yourself: connect celery.signals.setup_logging (jobbridge then leaves "
+            "logging alone) or call logging.config.dictConfig in your app")
+_CANVAS = "remove it: chords and callbacks arrive with canvas support, the next issue"
+
+RULES: dict[str, Rule] = {}
+OLD_NAMES: dict[str, str] = {}
+
+
+def _add(rule: Rule, names: str) -> None:
+    for line in names.strip().splitlines():
+        new, old = line.split()
+        RULES[new] = rule
+        OLD_NAMES[old] = new
+
+
+# -- honoured -----------------------------------------------------------------------------------
+_add(Rule("honour", "selects the jobbridge driver and its URL (see docs/compat.md, broker URLs)"), """
+broker_url BROKER_URL
+""")
+_add(Rule("honour", "read per key: global_keyprefix is the redis prefix, region and predefined_queues "
+          "configure sqs, visibility_timeout is accepted (the reservation is renewed while a task runs)"), """
+broker_transport_options BROKER_TRANSPORT_OPTIONS
+""")
+_add(Rule("honour", "the facade runs tasks inline at delay()/apply_async(), as Celery does"), """
+task_always_eager CELERY_ALWAYS_EAGER
+task_eager_propagates CELERY_EAGER_PROPAGATES_EXCEPTIONS
+""")
+_add(Rule("honour", "the queue of a task that names none, and what a worker processes by default"), """
+task_default_queue CELERY_DEFAULT_QUEUE
+""")
+_add(Rule("honour", "the queue names are what a worker processes by default; " + _QUEUE_NAMES), """
+task_queues CELERY_QUEUES
+""")
+_add(Rule("honour", "routes a task to a queue: a dict by name or glob, a list of them, or router functions"), """
+task_routes CELERY_ROUTES
+""")
+_add(Rule("honour", "True: any queue may be named; False: a queue missing from task_queues raises "
+          "QueueNotFound at the call"), """
+task_create_missing_queues CELERY_CREATE_MISSING_QUEUES
+""")
+_add(Rule("honour", "the default hard limit (the job's timeout) and soft limit (SoftTimeLimitExceeded "
+          "raised inside the task) of every task that sets none"), """
+task_time_limit CELERYD_TASK_TIME_LIMIT
+task_soft_time_limit CELERYD_TASK_SOFT_TIME_LIMIT
+""")
+_add(Rule("honour", "how a naive eta is read: in timezone when set, else UTC (enable_utc) or local time"), """
+timezone CELERY_TIMEZONE
+enable_utc ENABLE_UTC
+""")
+_add(Rule("honour", "modules imported when the app is loaded by a worker, so their tasks are registered"), """
+imports CELERY_IMPORTS
+include CELERY_INCLUDE
+""")
+_add(Rule("honour", "the worker's concurrency: jobs one worker process runs at once, on threads"), """
+worker_concurrency CELERYD_CONCURRENCY
+""")
+
+# -- accepted: already true of jobbridge, or about machinery it does not have ----------------------
+_add(Rule("accept", _QUEUE_NAMES), """
+task_default_exchange CELERY_DEFAULT_EXCHANGE
+task_default_exchange_type CELERY_DEFAULT_EXCHANGE_TYPE
+task_default_routing_key CELERY_DEFAULT_ROUTING_KEY
+task_default_delivery_mode CELERY_DEFAULT_DELIVERY_MODE
+task_default_queue_type CELERY_DEFAULT_QUEUE_TYPE
+task_create_missing_queue_type CELERY_CREATE_MISSING_QUEUE_TYPE
+task_create_missing_queue_exchange_type CELERY_CREATE_MISSING_QUEUE_EXCHANGE_TYPE
+worker_detect_quorum_queues CELERYD_DETECT_QUORUM_QUEUES
+broker_native_delayed_delivery_queue_type BROKER_NATIVE_DELAYED_DELIVERY_QUEUE_TYPE
+broker_heartbeat BROKER_HEARTBEAT
+broker_heartbeat_checkrate BROKER_HEARTBEAT_CHECKRATE
+broker_login_method BROKER_LOGIN_METHOD
+broker_channel_error_retry BROKER_CHANNEL_ERROR_RETRY
+""")
+_add(Rule("accept", "there are no per-worker queues; " + _QUEUE_NAMES,
+          "remove it; to send work to one worker, give it a queue of its own (-Q)", _is(False, None)), """
+worker_direct CELERY_WORKER_DIRECT
+""")
+_add(Rule("accept", _CONNECTION), """
+broker_connection_retry BROKER_CONNECTION_RETRY
+broker_connection_retry_on_startup BROKER_CONNECTION_RETRY_ON_STARTUP
+broker_connection_max_retries BROKER_CONNECTION_MAX_RETRIES
+broker_connection_timeout BROKER_CONNECTION_TIMEOUT
+broker_pool_limit BROKER_POOL_LIMIT
+broker_pool_acquire_timeout BROKER_POOL_ACQUIRE_TIMEOUT
+task_publish_retry CELERY_TASK_PUBLISH_RETRY
+task_publish_retry_policy CELERY_TASK_PUBLISH_RETRY_POLICY
+worker_cancel_long_running_tasks_on_connection_loss CELERYD_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS
+""")
+_add(Rule("accept", _ACKS), """
+task_acks_late CELERY_ACKS_LATE
+task_reject_on_worker_lost CELERY_REJECT_ON_WORKER_LOST
+task_retry_on_worker_lost CELERY_RETRY_ON_WORKER_LOST
+worker_lost_wait CELERYD_WORKER_LOST_WAIT
+""")
+_add(Rule("accept", "a failed or timed-out task is acknowledged into the failed store",
+          _FAILED_STORE, _is(True, None)), """
+task_acks_on_failure_or_timeout CELERY_ACKS_ON_FAILURE_OR_TIMEOUT
+task_acks_on_failure CELERY_ACKS_ON_FAILURE
+task_acks_on_timeout CELERY_ACKS_ON_TIMEOUT
+""")
+_add(Rule("accept", _PREFETCH), """
+worker_prefetch_multiplier CELERYD_PREFETCH_MULTIPLIER
+worker_disable_prefetch CELERYD_DISABLE_PREFETCH
+worker_enable_prefetch_count_reduction CELERYD_ENABLE_PREFETCH_COUNT_REDUCTION
+worker_eta_task_limit CELERYD_ETA_TASK_LIMIT
+""")
+_add(Rule("accept", _POOL), """
+worker_pool_putlocks CELERYD_POOL_PUTLOCKS
+worker_pool_restarts CELERYD_POOL_RESTARTS
+worker_pool_start_method CELERYD_POOL_START_METHOD
+worker_proc_alive_timeout CELERYD_PROC_ALIVE_TIMEOUT
+worker_autoscaler CELERYD_AUTOSCALER
+worker_consumer CELERYD_CONSUMER
+worker_timer CELERYD_TIMER
+worker_timer_precision CELERYD_TIMER_PRECISION
+worker_enable_soft_shutdown_on_idle CELERYD_ENABLE_SOFT_SHUTDOWN_ON_IDLE
+worker_soft_shutdown_timeout CELERYD_SOFT_SHUTDOWN_TIMEOUT
+worker_hijack_root_logger CELERYD_HIJACK_ROOT_LOGGER
+worker_redirect_stdouts CELERY_REDIRECT_STDOUTS
+worker_redirect_stdouts_level CELERY_REDIRECT_STDOUTS_LEVEL
+worker_agent CELERYD_AGENT
+""")
+_add(Rule("accept", _POOL + "; sync tasks run on threads",
+          "remove it: there is no gevent or eventlet pool; tasks run on threads (--concurrency) in "
+          "--processes processes", _is(None, "prefork", "solo", "threads", "processes")), """
+worker_pool CELERYD_POOL
+""")
+_add(Rule("accept", _JSON, _JSON_ONLY, _json), """
+task_serializer CELERY_TASK_SERIALIZER
+result_serializer CELERY_RESULT_SERIALIZER
+event_serializer CELERY_EVENT_SERIALIZER
+""")
+_add(Rule("accept", _JSON, _JSON_ONLY, _json_only), """
+accept_content CELERY_ACCEPT_CONTENT
+result_accept_content RESULT_ACCEPT_CONTENT
+""")
+_add(Rule("accept", "payloads are stored uncompressed", "remove it: compression is not provided",
+          _is(None)), """
+task_compression CELERY_MESSAGE_COMPRESSION
+result_compression CELERY_RESULT_COMPRESSION
+""")
+_add(Rule("accept", "the message format is jobbridge's own; payloads are never logged"), """
+task_protocol CELERY_TASK_PROTOCOL
+task_repr_maxlevels CELERY_REPR_MAXLEVELS
+""")
+_add(Rule("accept", _RESULTS), """
+result_backend CELERY_RESULT_BACKEND
+result_backend_always_retry CELERY_RESULT_BACKEND_ALWAYS_RETRY
+result_backend_base_sleep_between_retries_ms CELERY_RESULT_BACKEND_BASE_SLEEP_BETWEEN_RETRIES_MS
+result_backend_max_retries CELERY_RESULT_BACKEND_MAX_RETRIES
+result_backend_max_sleep_between_retries_ms CELERY_RESULT_BACKEND_MAX_SLEEP_BETWEEN_RETRIES_MS
+result_backend_transport_options CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS
+result_cache_max CELERY_MAX_CACHED_RESULTS
+result_chord_join_timeout CELERY_RESULT_CHORD_JOIN_TIMEOUT
+result_chord_retry_interval CELERY_RESULT_CHORD_RETRY_INTERVAL
+result_chord_expires CELERY_RESULT_CHORD_EXPIRES
+result_exchange CELERY_RESULT_EXCHANGE
+result_exchange_type CELERY_RESULT_EXCHANGE_TYPE
+result_expires CELERY_TASK_RESULT_EXPIRES
+result_extended CELERY_RESULT_EXTENDED
+result_failure_expires CELERY_RESULT_FAILURE_EXPIRES
+result_persistent CELERY_RESULT_PERSISTENT
+task_ignore_result CELERY_IGNORE_RESULT
+task_store_errors_even_if_ignored CELERY_STORE_ERRORS_EVEN_IF_IGNORED
+task_track_started CELERY_TRACK_STARTED
+task_remote_tracebacks CELERY_REMOTE_TRACEBACKS
+cache_backend CELERY_CACHE_BACKEND
+cache_backend_options CELERY_CACHE_BACKEND_OPTIONS
+database_url CELERY_RESULT_DBURI
+database_engine_options CELERY_RESULT_ENGINE_OPTIONS
+database_short_lived_sessions CELERY_RESULT_DB_SHORT_LIVED_SESSIONS
+database_table_names CELERY_RESULT_DB_TABLENAMES
+database_table_schemas DATABASE_TABLE_SCHEMAS
+database_create_tables_at_setup DATABASE_CREATE_TABLES_AT_SETUP
+database_engine_callback DATABASE_ENGINE_CALLBACK
+redis_backend_use_ssl CELERY_REDIS_BACKEND_USE_SSL
+redis_db CELERY_REDIS_DB
+redis_host CELERY_REDIS_HOST
+redis_max_connections CELERY_REDIS_MAX_CONNECTIONS
+redis_password CELERY_REDIS_PASSWORD
+redis_port CELERY_REDIS_PORT
+redis_retry_on_timeout CELERY_REDIS_RETRY_ON_TIMEOUT
+redis_socket_connect_timeout CELERY_REDIS_SOCKET_CONNECT_TIMEOUT
+redis_socket_keepalive CELERY_REDIS_SOCKET_KEEPALIVE
+redis_socket_timeout CELERY_REDIS_SOCKET_TIMEOUT
+redis_username CELERY_REDIS_USERNAME
+cassandra_auth_kwargs CASSANDRA_AUTH_KWARGS
+cassandra_auth_provider CASSANDRA_AUTH_PROVIDER
+cassandra_bundle_path CASSANDRA_BUNDLE_PATH
+cassandra_entry_ttl CASSANDRA_ENTRY_TTL
+cassandra_keyspace CASSANDRA_KEYSPACE
+cassandra_options CASSANDRA_OPTIONS
+cassandra_port CASSANDRA_PORT
+cassandra_read_consistency CASSANDRA_READ_CONSISTENCY
+cassandra_servers CASSANDRA_SERVERS
+cassandra_table CASSANDRA_TABLE
+cassandra_write_consistency CASSANDRA_WRITE_CONSISTENCY
+s3_access_key_id S3_ACCESS_KEY_ID
+s3_base_path S3_BASE_PATH
+s3_bucket S3_BUCKET
+s3_endpoint_url S3_ENDPOINT_URL
+s3_region S3_REGION
+s3_secret_access_key S3_SECRET_ACCESS_KEY
+azureblockblob_base_path AZUREBLOCKBLOB_BASE_PATH
+azureblockblob_connection_timeout AZUREBLOCKBLOB_CONNECTION_TIMEOUT
+azureblockblob_container_name AZUREBLOCKBLOB_CONTAINER_NAME
+azureblockblob_read_timeout AZUREBLOCKBLOB_READ_TIMEOUT
+azureblockblob_retry_increment_base AZUREBLOCKBLOB_RETRY_INCREMENT_BASE
+azureblockblob_retry_initial_backoff_sec AZUREBLOCKBLOB_RETRY_INITIAL_BACKOFF_SEC
+azureblockblob_retry_max_attempts AZUREBLOCKBLOB_RETRY_MAX_ATTEMPTS
+gcs_base_path GCS_BASE_PATH
+gcs_bucket GCS_BUCKET
+gcs_project GCS_PROJECT
+gcs_ttl GCS_TTL
+cosmosdbsql_collection_name COSMOSDBSQL_COLLECTION_NAME
+cosmosdbsql_consistency_level COSMOSDBSQL_CONSISTENCY_LEVEL
+cosmosdbsql_database_name COSMOSDBSQL_DATABASE_NAME
+cosmosdbsql_max_retry_attempts COSMOSDBSQL_MAX_RETRY_ATTEMPTS
+cosmosdbsql_max_retry_wait_time COSMOSDBSQL_MAX_RETRY_WAIT_TIME
+couchbase_backend_settings CELERY_COUCHBASE_BACKEND_SETTINGS
+arangodb_backend_settings CELERY_ARANGODB_BACKEND_SETTINGS
+mongodb_backend_settings CELERY_MONGODB_BACKEND_SETTINGS
+elasticsearch_max_retries CELERY_ELASTICSEARCH_MAX_RETRIES
+elasticsearch_retry_on_timeout CELERY_ELASTICSEARCH_RETRY_ON_TIMEOUT
+elasticsearch_save_meta_as_text CELERY_ELASTICSEARCH_SAVE_META_AS_TEXT
+elasticsearch_timeout CELERY_ELASTICSEARCH_TIMEOUT
+""")
+_add(Rule("accept", _RESULTS, _RESULTS_NEEDED, _empty), """
+task_store_eager_result CELERY_STORE_EAGER_RESULT
+worker_deduplicate_successful_tasks CELERYD_DEDUPLICATE_SUCCESSFUL_TASKS
+""")
+_add(Rule("accept", _NO_CONTROL), """
+worker_enable_remote_control CELERY_ENABLE_REMOTE_CONTROL
+control_exchange CONTROL_EXCHANGE
+control_queue_durable CONTROL_QUEUE_DURABLE
+control_queue_exclusive CONTROL_QUEUE_EXCLUSIVE
+control_queue_expires CONTROL_QUEUE_EXPIRES
+control_queue_ttl CONTROL_QUEUE_TTL
+event_exchange CELERY_EVENT_EXCHANGE
+event_queue_durable CELERY_EVENT_QUEUE_DURABLE
+event_queue_exclusive CELERY_EVENT_QUEUE_EXCLUSIVE
+event_queue_expires CELERY_EVENT_QUEUE_EXPIRES
+event_queue_prefix CELERY_EVENT_QUEUE_PREFIX
+event_queue_ttl CELERY_EVENT_QUEUE_TTL
+beat_enable_remote_control CELERYBEAT_ENABLE_REMOTE_CONTROL
+beat_remote_control_max_tick_age CELERYBEAT_REMOTE_CONTROL_MAX_TICK_AGE
+""")
+_add(Rule("accept", _NO_CONTROL, _EVENTS, _empty), """
+worker_send_task_events CELERY_SEND_EVENTS
+task_send_sent_event CELERY_SEND_TASK_SENT_EVENT
+""")
+_add(Rule("accept", "rate limits are refused, so there is nothing to disable"), """
+worker_disable_rate_limits CELERY_DISABLE_RATE_LIMITS
+""")
+
+# -- refused unless harmless ---------------------------------------------------------------------
+_add(Rule("refuse", "jobbridge has no per-message priority", _PRIORITY, _empty), """
+task_default_priority CELERY_DEFAULT_PRIORITY
+task_queue_max_priority CELERY_QUEUE_MAX_PRIORITY
+task_inherit_parent_priority CELERY_INHERIT_PARENT_PRIORITY
+""")
+_add(Rule("refuse", "a worker-wide default rate limit is not provided", _RATE, _empty), """
+task_default_rate_limit CELERY_DEFAULT_RATE_LIMIT
+""")
+_add(Rule("refuse", "annotations are not provided",
+          "write the options on the task: @app.task(rate_limit=..., max_retries=...)", _empty), """
+task_annotations CELERY_ANNOTATIONS
+""")
+_add(Rule("refuse", "chords are not provided yet", _CANVAS, _empty), """
+task_allow_error_cb_on_chord_header CELERY_ALLOW_ERROR_CB_ON_CHORD_HEADER
+""")
+_add(Rule("refuse", "jobbridge has no beat scheduler", _BEAT, _empty), """
+beat_schedule CELERYBEAT_SCHEDULE
+beat_scheduler CELERYBEAT_SCHEDULER
+beat_schedule_filename CELERYBEAT_SCHEDULE_FILENAME
+beat_sync_every CELERYBEAT_SYNC_EVERY
+beat_max_loop_interval CELERYBEAT_MAX_LOOP_INTERVAL
+beat_cron_starting_deadline CELERYBEAT_CRON_STARTING_DEADLINE
+""")
+_add(Rule("refuse", "message signing is not provided", _SECURITY, _empty), """
+security_key CELERY_SECURITY_KEY
+security_key_password CELERY_SECURITY_KEY_PASSWORD
+security_certificate CELERY_SECURITY_CERTIFICATE
+security_cert_store CELERY_SECURITY_CERT_STORE
+security_digest CELERY_SECURITY_DIGEST
+""")
+_add(Rule("refuse", "a backend is named by one URL", _BROKER_PARTS, _empty), """
+broker_host BROKER_HOST
+broker_port BROKER_PORT
+broker_user BROKER_USER
+broker_password BROKER_PASSWORD
+broker_vhost BROKER_VHOST
+broker_transport BROKER_TRANSPORT
+broker_read_url BROKER_READ_URL
+broker_write_url BROKER_WRITE_URL
+broker_failover_strategy BROKER_FAILOVER_STRATEGY
+""")
+_add(Rule("refuse", "TLS is chosen by the URL",
+          "use a rediss:// URL; TLS options go in its query string (rediss://host:6380/0?ssl_cert_reqs=required)",
+          _empty), """
+broker_use_ssl BROKER_USE_SSL
+""")
+_add(Rule("refuse", "a worker takes its process recycling from the command line",
+          "pass --max-tasks-per-child N to jobbridge worker", _empty), """
+worker_max_tasks_per_child CELERYD_MAX_TASKS_PER_CHILD
+""")
+_add(Rule("refuse", "worker processes are not recycled by memory use",
+          "remove it, or recycle by count with jobbridge worker --max-tasks-per-child N", _empty), """
+worker_max_memory_per_child CELERYD_MAX_MEMORY_PER_CHILD
+""")
+_add(Rule("refuse", "jobbridge does not format the app's logs from Celery settings", _LOGGING, _empty), """
+worker_log_format CELERYD_LOG_FORMAT
+worker_task_log_format CELERYD_TASK_LOG_FORMAT
+worker_log_datefmt CELERYD_LOG_DATEFMT
+worker_task_log_datefmt CELERYD_TASK_LOG_DATEFMT
+worker_log_color CELERYD_LOG_COLOR
+""")
+_add(Rule("refuse", "revoked ids are not kept", "remove it: revoking tasks is not provided", _empty), """
+worker_state_db CELERYD_STATE_DB
+""")
+
+NEW_NAMES: dict[str, str] = {new: old for old, new in OLD_NAMES.items()}

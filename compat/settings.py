@@ -1,0 +1,290 @@
+"""``app.conf``: Celery's settings, each classified (compat/setting_table.py), and turned into jobbridge's.
+
+Every way Celery takes a setting comes through `Conf.set`: ``Celery(**settings)``,
+``app.conf.x = ...``, ``app.conf["x"] = ...``, ``app.conf.update(...)`` and
+``app.config_from_object(obj, namespace=...)``. A name is the new one
+(``task_always_eager``), the old one (``CELERY_ALWAYS_EAGER``), or with a namespace
+the prefixed new one (``CELERY_TASK_ALWAYS_EAGER``). An unknown name is an error
+with the closest spelling; a refused one says what to write instead.
+
+A *bulk* source (an object or a mapping handed to ``config_from_object`` or
+``conf.update``) also holds names that belong to the host framework (Django's
+``DEBUG``, Flask's ``SECRET_KEY``): those are left alone. Which names are the
+app's: with a namespace, those starting with it; without, the lower-case names
+and the upper-case ones starting with ``CELERY`` or ``BROKER_``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import os
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from jobbridge import settings as core_settings
+from jobbridge.settings import Settings
+
+from . import brokers
+from .exceptions import ImproperlyConfigured, RefusedFeature
+from .setting_table import NEW_NAMES, OLD_NAMES, RULES
+
+DEFAULTS: dict[str, Any] = {
+    "broker_url": None, "broker_transport_options": {}, "task_always_eager": False,
+    "task_eager_propagates": False, "task_default_queue": "celery", "task_queues": None, "task_routes": None,
+    "task_create_missing_queues": True, "task_time_limit": None, "task_soft_time_limit": None,
+    "timezone": None, "enable_utc": True, "imports": (), "include": (), "worker_concurrency": None,
+    "task_serializer": "json", "result_serializer": "json", "accept_content": ("json",),
+    "task_acks_late": False, "task_ignore_result": False, "result_backend": None,
+    "task_track_started": False, "task_default_rate_limit": None, "worker_prefetch_multiplier": 4,
+}
+# Settings whose change after the jobbridge app was built means it must be built again.
+BACKEND_KEYS = frozenset({"broker_url", "broker_transport_options", "worker_concurrency", "task_queues",
+                          "task_default_queue"})
+_CELERY_LOOKING = ("CELERY", "BROKER_")
+
+
+def _unknown(key: str, candidates: list[str], hint: str = "") -> ImproperlyConfigured:
+    close = difflib.get_close_matches(key, candidates, n=1, cutoff=0.75)
+    suggestion = f" (did you mean {close[0]!r}?)" if close else ""
+    return ImproperlyConfigured(
+        f"{key!r} is not a Celery setting{suggestion}{hint}; an unknown setting is an error on jobbridge, "
+        "never silently ignored (docs/compat.md lists every setting)")
+
+
+def resolve(key: str) -> str:
+    """The new name of a setting given by its new or old name; an unknown name is an error."""
+    if key in RULES:
+        return key
+    if key in OLD_NAMES:
+        return OLD_NAMES[key]
+    hint = ""
+    if key.lower() in RULES:
+        hint = f"; the setting is spelled {key.lower()!r} (or {NEW_NAMES[key.lower()]!r} in the old style)"
+    raise _unknown(key, [*RULES, *OLD_NAMES], hint)
+
+
+def resolve_in_bulk(key: str, namespace: str | None) -> str | None:
+    """Like `resolve`, for a name found in a bulk source; None when the name is the host framework's."""
+    if namespace:
+        return _namespaced(key, namespace)
+    if key in RULES or key in OLD_NAMES:
+        return resolve(key)
+    if key.startswith("_") or not (key.islower() or key.upper().startswith(_CELERY_LOOKING)):
+        return None
+    return resolve(key)
+
+
+def _namespaced(key: str, namespace: str) -> str | None:
+    prefix = namespace.rstrip("_").upper() + "_"
+    if not key.upper().startswith(prefix):
+        if key in OLD_NAMES or key.startswith(("CELERYD_", "CELERYBEAT_", "BROKER_")):
+            new = OLD_NAMES.get(key)
+            instead = f"{prefix}{new.upper()}" if new else f"{prefix}<setting name in upper case>"
+            raise ImproperlyConfigured(
+                f"{key!r} is read with namespace {namespace!r}, where settings are {prefix}<name>: write "
+                f"{instead!r} (Celery would ignore {key!r} here without a word)")
+        return None
+    rest = key[len(prefix):].lower()
+    if rest in RULES:
+        return rest
+    hint = ""
+    if key in OLD_NAMES:
+        new = OLD_NAMES[key]
+        hint = (f"; {key!r} is the old name of {new!r}, and with namespace {namespace!r} it is spelled "
+                f"{prefix}{new.upper()!r} (Celery would ignore it without a word)")
+    raise _unknown(key, [prefix + name.upper() for name in RULES], hint)
+
+
+class Conf:
+    """The app's settings: attribute and item access by new or old name, defaults as Celery's."""
+
+    def __init__(self, on_change: Callable[[str], None] | None = None) -> None:
+        object.__setattr__(self, "_data", {})
+        object.__setattr__(self, "_on_change", on_change)
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def set(self, key: str, value: Any, new: str | None = None) -> None:
+        """Classify and store one setting; a refused value raises `RefusedFeature` naming it."""
+        name = new or resolve(key)
+        rule = RULES[name]
+        if rule.refuses(value):
+            shown = key if key == name else f"{key} ({name})"
+            raise RefusedFeature(f"Celery setting {shown} = {value!r} is refused: {rule.why}. "
+                                 f"Write instead: {rule.instead}")
+        _check_value(name, value)
+        self._data[name] = value
+        if self._on_change is not None:
+            self._on_change(name)
+
+    def update(self, *mappings: Any, **kwargs: Any) -> None:
+        """Set many: a positional mapping is a bulk source (foreign names left alone); keywords are strict."""
+        for mapping in mappings:
+            self.load(mapping)
+        for key, value in kwargs.items():
+            self.set(key, value)
+
+    def load(self, source: Any, namespace: str | None = None) -> None:
+        """Set every setting a bulk source (mapping, module, class or object) holds."""
+        for key, value in _items(source):
+            if namespace is None and _is_code(value) and key not in RULES and key not in OLD_NAMES:
+                continue  # a config module's imports and helpers
+            new = resolve_in_bulk(key, namespace)
+            if new is not None:
+                self.set(key, value, new)
+
+    def setdefault(self, key: str, value: Any) -> Any:
+        name = resolve(key)
+        if name not in self._data:
+            self.set(key, value, name)
+        return self[name]
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self.set(key, value)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.set(key, value)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_"):
+            raise AttributeError(key)
+        try:
+            return self[key]
+        except ImproperlyConfigured as exc:
+            raise AttributeError(str(exc)) from None
+
+    def __getitem__(self, key: str) -> Any:
+        name = resolve(key)
+        if name == "broker_url" and os.environ.get("CELERY_BROKER_URL"):
+            return os.environ["CELERY_BROKER_URL"]  # Celery lets the environment override the URL
+        return self._data.get(name, DEFAULTS.get(name))
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            name = resolve(key)
+        except ImproperlyConfigured:
+            return default
+        return self[name] if name in self._data or name in DEFAULTS else default
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and (key in RULES or key in OLD_NAMES)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def keys(self) -> list[str]:
+        return list(self._data)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return [(k, self[k]) for k in self._data]
+
+    def table(self, with_defaults: bool = False) -> dict[str, Any]:
+        return {**(DEFAULTS if with_defaults else {}), **self._data}
+
+    def humanize(self, with_defaults: bool = False) -> str:
+        return "\n".join(f"{k}: {v!r}" for k, v in sorted(self.table(with_defaults).items()))
+
+    def value_set_for(self, key: str) -> bool:
+        return resolve(key) in self._data
+
+    @property
+    def broker_url(self) -> Any:
+        return self["broker_url"]
+
+
+def _check_value(name: str, value: Any) -> None:
+    if name == "broker_url" and value is not None:
+        brokers.check_url(value)
+    elif name in ("task_time_limit", "task_soft_time_limit", "worker_concurrency") and value is not None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ImproperlyConfigured(f"{name} must be a positive number, not {value!r}")
+    elif name == "task_default_queue" and (not isinstance(value, str) or not value):
+        raise ImproperlyConfigured(f"task_default_queue must be a queue name, not {value!r}")
+
+
+def _items(source: Any) -> Iterator[tuple[str, Any]]:
+    if isinstance(source, Mapping):
+        yield from ((str(k), v) for k, v in source.items())
+        return
+    for key in dir(source):
+        if not key.startswith("_"):
+            yield key, getattr(source, key)
+
+
+def _is_code(value: Any) -> bool:
+    """A module's imports and helpers (modules, classes, functions): never settings by mistake."""
+    return inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value)
+
+
+def load_object(obj: Any) -> Any:
+    """``"pkg.module"``, ``"pkg.module:attr"`` or ``"pkg.module.attr"`` as the object it names."""
+    if not isinstance(obj, str):
+        return obj
+    if ":" in obj:
+        module, attr = obj.split(":", 1)
+        return getattr(importlib.import_module(module), attr)
+    try:
+        return importlib.import_module(obj)
+    except ModuleNotFoundError as exc:
+        module, _, attr = obj.rpartition(".")
+        if not module or exc.name != obj:
+            raise
+        return getattr(importlib.import_module(module), attr)
+
+
+# -- to jobbridge ---------------------------------------------------------------------------------
+
+def queue_names(conf: Conf) -> list[str]:
+    """What a worker processes by default: the task_queues names, else the default queue."""
+    declared = conf["task_queues"]
+    if declared:
+        return [getattr(q, "name", q) for q in declared]
+    return [conf["task_default_queue"]]
+
+
+def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> Settings:
+    """The jobbridge `Settings` for this app: a jobbridge.toml as the base, then the Celery settings,
+    then ``JOBBRIDGE_*`` variables. A layer that names a backend replaces the lower layers' backend."""
+    env = os.environ if environ is None else environ
+    found = core_settings.discover()
+    layers: list[dict[str, Any]] = [dict(core_settings.read_file(found)) if found else {}]
+    celery: dict[str, Any] = {"queues": queue_names(conf)}
+    url = conf["broker_url"]
+    if url:
+        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"]))
+    if conf["worker_concurrency"]:
+        celery["concurrency"] = int(conf["worker_concurrency"])
+    layers.append(celery)
+    layers.append(core_settings.read_environment(env))
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        if _names_backend(layer):
+            merged = {k: v for k, v in merged.items() if not _is_backend_key(k)}
+        merged.update(layer)
+    names = ([str(found)] if found else []) + ["the Celery app's settings"]
+    if core_settings.read_environment(env):
+        names.append("the environment")
+    return Settings.from_mapping(merged, source=" + ".join(names))
+
+
+def _is_backend_key(key: str) -> bool:
+    return key in ("driver", "connections") or key in core_settings.DRIVER_KEYS
+
+
+def _names_backend(layer: Mapping[str, Any]) -> bool:
+    return any(_is_backend_key(k) for k in layer)
+
+
+def check_queue(conf: Conf, queue: str) -> None:
+    """With task_create_missing_queues off, a queue must be declared in task_queues."""
+    if conf["task_create_missing_queues"] is False and queue not in queue_names(conf):
+        from .exceptions import QueueNotFound
+
+        raise QueueNotFound(f"Queue {queue!r} missing from task_queues")

@@ -1,0 +1,139 @@
+"""The apps of this process: the current one (``celery.current_app``), and ``@shared_task``.
+
+A shared task belongs to no app in particular: it is created in every app,
+those that exist and those made later, and the name ``@shared_task`` returns
+resolves to the task of the *current* app at each use, as Celery's proxy does.
+Attribute writes go through too, so ``mock.patch("proj.tasks.add.delay")``
+patches the task itself.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .app import Celery
+    from .task import Task
+
+_lock = threading.RLock()
+_apps: weakref.WeakSet[Celery] = weakref.WeakSet()
+_current: list[Celery] = []
+_shared: list[Callable[[Celery], Task]] = []
+
+
+def register_app(app: Celery, set_as_current: bool) -> None:
+    """A new app: remembered, made current if asked, and given every shared task made so far."""
+    with _lock:
+        _apps.add(app)
+        if set_as_current or not _current:
+            set_current(app)
+        for make in list(_shared):
+            make(app)
+
+
+def set_current(app: Celery) -> None:
+    with _lock:
+        _current[:] = [app]
+
+
+def get_current_app() -> Celery:
+    """The current app; a default one (configured by nothing) when no app was made yet, as in Celery."""
+    with _lock:
+        if not _current:
+            from .app import Celery
+
+            Celery("default", set_as_current=True)
+        return _current[0]
+
+
+def active_apps() -> list[Celery]:
+    return list(_apps)
+
+
+def shared_task(*args: Any, **options: Any) -> Any:
+    """``@shared_task`` / ``@shared_task(bind=True, ...)``: a task of every app, used through the current one."""
+
+    def create(fun: Callable[..., Any]) -> SharedTask:
+        def make(app: Celery) -> Task:
+            return app._task_from_fun(fun, **options)
+
+        with _lock:
+            _shared.append(make)
+            for app in active_apps():
+                make(app)
+        return SharedTask(fun, options)
+
+    if len(args) == 1 and callable(args[0]) and not options:
+        return create(args[0])
+    if args:
+        raise TypeError("shared_task() takes the function alone, or keyword options only")
+    return create
+
+
+class SharedTask:
+    """Stands for a shared task: every use goes to that task in the current app."""
+
+    def __init__(self, fun: Callable[..., Any], options: dict[str, Any]) -> None:
+        object.__setattr__(self, "_fun", fun)
+        object.__setattr__(self, "_options", options)
+
+    def _get_current_object(self) -> Task:
+        return get_current_app()._task_from_fun(self._fun, **self._options)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        return type(self._get_current_object())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get_current_object(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._get_current_object(), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._get_current_object(), name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._get_current_object()(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return repr(self._get_current_object())
+
+
+class CurrentApp:
+    """``celery.current_app``: every use goes to the current app."""
+
+    def _get_current_object(self) -> Celery:
+        return get_current_app()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(get_current_app(), name)
+
+    def __repr__(self) -> str:
+        return repr(get_current_app())
+
+
+class CurrentTask:
+    """``celery.current_task``: the task running in this thread (falsy when none)."""
+
+    def _get_current_object(self) -> Task | None:
+        from .request import current_task
+
+        found: Task | None = current_task()
+        return found
+
+    def __bool__(self) -> bool:
+        return self._get_current_object() is not None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get_current_object(), name)
+
+    def __repr__(self) -> str:
+        return repr(self._get_current_object())
+
+
+current_app: Any = CurrentApp()
+current_task: Any = CurrentTask()

@@ -1,0 +1,293 @@
+"""Celery's ``Task``: the class every ``@app.task`` function becomes an instance of.
+
+A task is called three ways, as in Celery: directly (``add(2, 2)``, ``add.run(2, 2)``:
+the function runs here, ``self.request.called_directly`` is True); eagerly
+(``add.apply(...)``, or ``delay`` with ``task_always_eager``: traced inline, returning
+an ``EagerResult``); and through a worker (``delay`` / ``apply_async``: published as a
+jobbridge job). ``delay`` is a plain method looked up on the task object, so
+``mock.patch("proj.tasks.add.delay")`` works.
+"""
+
+from __future__ import annotations
+
+import inspect
+import socket
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from . import calling, states
+from .exceptions import MaxRetriesExceededError, NotRegistered, RefusedFeature, ResultsNotEnabled, Retry
+from .request import Request as Context
+from .request import RequestStack, task_stack
+from .result import AsyncResult, EagerResult
+from .tracing import trace
+
+if TYPE_CHECKING:
+    from .app import Celery
+    from .canvas import Signature
+
+_CANVAS = "chains, groups, chords and map/starmap/chunks arrive with canvas support (the next issue)"
+
+
+class Task:
+    """A Celery task: options as class attributes (set by the decorator), ``run`` the function."""
+
+    app: ClassVar[Celery]
+    name: ClassVar[str]
+    typing: ClassVar[bool | None] = None
+    max_retries: ClassVar[int | None] = 3
+    default_retry_delay: ClassVar[float] = 3 * 60
+    rate_limit: ClassVar[str | None] = None
+    ignore_result: ClassVar[bool | None] = None
+    store_errors_even_if_ignored: ClassVar[bool | None] = None
+    serializer: ClassVar[str | None] = None
+    time_limit: ClassVar[float | None] = None
+    soft_time_limit: ClassVar[float | None] = None
+    autoretry_for: ClassVar[Sequence[type[BaseException]]] = ()
+    dont_autoretry_for: ClassVar[Sequence[type[BaseException]]] = ()
+    retry_kwargs: ClassVar[Mapping[str, Any]] = {}
+    retry_backoff: ClassVar[bool | int | float] = False
+    retry_backoff_max: ClassVar[int] = 600
+    retry_jitter: ClassVar[bool] = True
+    acks_late: ClassVar[bool | None] = None
+    acks_on_failure_or_timeout: ClassVar[bool | None] = None
+    reject_on_worker_lost: ClassVar[bool | None] = None
+    track_started: ClassVar[bool | None] = None
+    queue: ClassVar[str | None] = None
+    priority: ClassVar[int | None] = None
+    expires: ClassVar[Any] = None
+    abstract: ClassVar[bool] = True
+    _bind: ClassVar[bool] = False
+    _fun: ClassVar[Callable[..., Any] | None] = None
+
+    MaxRetriesExceededError = MaxRetriesExceededError
+    Request = Context
+
+    def __init__(self) -> None:
+        self.request_stack = RequestStack()
+        self._default_request = Context()
+
+    # -- the body ----------------------------------------------------------------------------
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """The task's body; for a decorated function, the function (with ``self`` when bind=True)."""
+        fun = type(self)._fun
+        if fun is None:
+            raise NotImplementedError("Tasks must define the run method.")
+        return fun(self, *args, **kwargs) if type(self)._bind else fun(*args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the body here, now (``called_directly`` unless a worker or apply() is running it)."""
+        task_stack().append(self)
+        current = self.request_stack.top
+        self.request_stack.push(Context({**(current.as_dict() if current else {}), "args": args,
+                                         "kwargs": kwargs}))
+        try:
+            return self.run(*args, **kwargs)
+        finally:
+            self.request_stack.pop()
+            task_stack().pop()
+
+    @property
+    def request(self) -> Context:
+        return self.request_stack.top or self._default_request
+
+    def push_request(self, *args: Any, **kwargs: Any) -> None:
+        self.request_stack.push(Context({**self.request.as_dict(), **dict(*args, **kwargs)}))
+
+    def pop_request(self) -> None:
+        self.request_stack.pop()
+
+    def positional_names(self) -> tuple[str, ...]:
+        """The names of the body's positional parameters (``self`` excluded), for error messages."""
+        try:
+            params = list(inspect.signature(self.run).parameters.values())
+        except (TypeError, ValueError):
+            return ()
+        return tuple(p.name for p in params
+                     if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD))
+
+    def check_arguments(self, *args: Any, **kwargs: Any) -> None:
+        """Raise TypeError now for a call the body could not take, as Celery's typing=True does."""
+        typing = self.typing if self.typing is not None else self.app.strict_typing
+        if not typing:
+            return
+        try:
+            signature = inspect.signature(self.run)
+        except (TypeError, ValueError):
+            return
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{self.name}() {exc}") from None
+
+    # -- calling -----------------------------------------------------------------------------
+
+    def delay(self, *args: Any, **kwargs: Any) -> AsyncResult:
+        """``apply_async(args, kwargs)``."""
+        return self.apply_async(args, kwargs)
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    task_id: str | None = None, producer: Any = None, link: Any = None,
+                    link_error: Any = None, shadow: str | None = None, **options: Any) -> AsyncResult:
+        """Publish the task (or run it inline under task_always_eager); an AsyncResult with its id."""
+        args, kwargs = tuple(args or ()), dict(kwargs or {})
+        self.check_arguments(*args, **kwargs)
+        options.update({k: v for k, v in (("producer", producer), ("link", link), ("link_error", link_error),
+                                          ("shadow", shadow)) if v is not None})
+        if self.app.conf["task_always_eager"]:
+            calling.check_options(self.name, options)
+            return self.apply(args, kwargs, task_id=task_id or None, **options)
+        if task_id is not None:
+            options["task_id"] = task_id
+        found = calling.publish(self.app, self.name, args, kwargs, options, task=self)
+        return self.AsyncResult(found)
+
+    def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              link: Any = None, link_error: Any = None, task_id: str | None = None, retries: int | None = None,
+              throw: bool | None = None, logfile: Any = None, loglevel: Any = None,
+              headers: Mapping[str, Any] | None = None, **options: Any) -> EagerResult:
+        """Run the task inline, now, traced as a worker would; retries run at once, as in Celery."""
+        if link is not None or link_error is not None:
+            raise RefusedFeature(f"apply(link=...) is refused for {self.name}: {_CANVAS}")
+        from jobbridge.envelope import new_id
+
+        call_args, call_kwargs = list(args or ()), dict(kwargs or {})
+        task_id = task_id or new_id()
+        attempt = int(retries or 0)
+        while True:
+            request = self._eager_request(task_id, attempt, call_args, call_kwargs, headers, options)
+            traced = trace(self, request, call_args, call_kwargs, eager=True)
+            if traced.state != states.RETRY:
+                break
+            retry = traced.exc
+            plan = getattr(retry, "resend", None) or {}
+            call_args = list(plan.get("args", call_args))
+            call_kwargs = dict(plan.get("kwargs", call_kwargs))
+            attempt += 1
+        propagate = self.app.conf["task_eager_propagates"] if throw is None else throw
+        if traced.state == states.FAILURE and propagate and traced.exc is not None:
+            raise traced.exc
+        return EagerResult(task_id, traced.retval, traced.state, traceback=traced.einfo, name=self.name)
+
+    def _eager_request(self, task_id: str, retries: int, args: list[Any], kwargs: dict[str, Any],
+                       headers: Mapping[str, Any] | None, options: Mapping[str, Any]) -> Context:
+        queue = options.get("queue") or self.queue or self.app.conf["task_default_queue"]
+        return Context(id=task_id, task=self.name, args=args, kwargs=kwargs, retries=retries, is_eager=True,
+                       called_directly=False, hostname=socket.gethostname(), headers=dict(headers or {}),
+                       delivery_info={"is_eager": True, "exchange": "", "routing_key": queue, "priority": None},
+                       root_id=task_id, correlation_id=task_id, ignore_result=bool(self.ignore_result))
+
+    def retry(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              exc: BaseException | None = None, throw: bool = True, eta: Any = None,
+              countdown: float | None = None, max_retries: int | None = None, **options: Any) -> Retry:
+        """Run this task again later: raises ``Retry`` (or the exception, once retries are used up)."""
+        request = self.request
+        retries = request.retries + 1
+        limit = self.max_retries if max_retries is None else max_retries
+        if request.called_directly:
+            raise exc or Retry("Task can be retried", None)
+        if not eta and countdown is None:
+            countdown = self.default_retry_delay
+        new_args = list(args) if args is not None else list(request.args or ())
+        new_kwargs = dict(kwargs) if kwargs is not None else dict(request.kwargs or {})
+        if limit is not None and retries > limit:
+            if exc is not None:
+                raise exc
+            raise self.MaxRetriesExceededError(
+                f"Can't retry {self.name}[{request.id}] args:{new_args} kwargs:{new_kwargs}",
+                task_args=new_args, task_kwargs=new_kwargs)
+        ret = Retry(exc=exc, when=eta or countdown, is_eager=request.is_eager)
+        ret.max_retries = limit
+        if args is not None or kwargs is not None or options or not throw:
+            ret.resend = {"args": new_args, "kwargs": new_kwargs, "options": options}
+        if request.is_eager:
+            if throw:
+                raise ret
+            return ret
+        if not throw:
+            from .runner import send_retry
+
+            send_retry(self, request, ret)
+            return ret
+        raise ret
+
+    # -- signatures --------------------------------------------------------------------------
+
+    def signature(self, args: Sequence[Any] | None = None, *starargs: Any, **starkwargs: Any) -> Signature:
+        from .canvas import Signature
+
+        kwargs = starkwargs.pop("kwargs", None)
+        options = starkwargs.pop("options", None) or {}
+        immutable = starkwargs.pop("immutable", False)
+        return Signature(self.name, args, kwargs, {**options, **starkwargs}, immutable=immutable, app=self.app)
+
+    subtask = signature
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        return self.signature(args, kwargs=kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        return self.signature(args, kwargs=kwargs, immutable=True)
+
+    def map(self, it: Any) -> Any:
+        raise RefusedFeature(f"{self.name}.map() is refused: {_CANVAS}")
+
+    def starmap(self, it: Any) -> Any:
+        raise RefusedFeature(f"{self.name}.starmap() is refused: {_CANVAS}")
+
+    def chunks(self, it: Any, n: int) -> Any:
+        raise RefusedFeature(f"{self.name}.chunks() is refused: {_CANVAS}")
+
+    def replace(self, sig: Any) -> Any:
+        raise RefusedFeature(f"{self.name}.replace() is refused: {_CANVAS}")
+
+    def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
+        raise RefusedFeature(f"{self.name}.add_to_chord() is refused: {_CANVAS}")
+
+    # -- results -----------------------------------------------------------------------------
+
+    def AsyncResult(self, task_id: str, **kwargs: Any) -> AsyncResult:
+        return AsyncResult(task_id, app=self.app, task_name=self.name)
+
+    def update_state(self, task_id: str | None = None, state: str | None = None, meta: Any = None,
+                     **kwargs: Any) -> None:
+        raise ResultsNotEnabled(
+            f"{self.name}.update_state() needs a result store, which jobbridge does not have yet (it "
+            "arrives with issue 6); report progress through your own storage until then")
+
+    def send_event(self, type_: str, retry: bool = True, retry_policy: Any = None, **fields: Any) -> None:
+        raise RefusedFeature("send_event() is refused: jobbridge workers send no Celery events")
+
+    # -- handlers (override in a custom base class) ---------------------------------------------
+
+    def before_start(self, task_id: str | None, args: Any, kwargs: Any) -> None:
+        """Called before the body runs, in the worker (and in apply())."""
+
+    def on_success(self, retval: Any, task_id: str | None, args: Any, kwargs: Any) -> None:
+        """Called after the body returned."""
+
+    def on_failure(self, exc: BaseException, task_id: str | None, args: Any, kwargs: Any, einfo: Any) -> None:
+        """Called after the body raised (and no retry was asked)."""
+
+    def on_retry(self, exc: BaseException | None, task_id: str | None, args: Any, kwargs: Any,
+                 einfo: Any) -> None:
+        """Called when the task is to be retried."""
+
+    def after_return(self, status: str, retval: Any, task_id: str | None, args: Any, kwargs: Any,
+                     einfo: Any) -> None:
+        """Called after a success or a failure, after on_success / on_failure."""
+
+    def __repr__(self) -> str:
+        return f"<@task: {getattr(self, 'name', '?')} of {getattr(self.app, 'main', None) or '__main__'}>"
+
+    @classmethod
+    def bind(cls, app: Celery) -> None:
+        """Compat no-op: tasks are bound to their app when created."""
+
+
+def lookup(app: Celery, name: str) -> Task:
+    try:
+        return app.tasks[name]
+    except KeyError:
+        raise NotRegistered(name) from None
