@@ -1,0 +1,207 @@
+"""Real `jobbridge worker` processes on one SQLite file: exactly-once draining, SIGKILL, SIGTERM,
+timeouts, the supervisor replacing children, and a stuck attempt replacing its process.
+
+Every wait polls for an outcome against a generous deadline; nothing sleeps a fixed time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO
+
+import pytest
+
+from jobbridge import JobBridge
+from jobbridge.settings import Settings
+from tests.integration import app_jobs
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+APP = "tests.integration.app_jobs:make_bridge"
+LEASE = 3  # seconds: short, so a killed worker's job comes back quickly
+DEADLINE = 60.0
+
+
+class Env:
+    """One SQLite store, one results file, and the worker processes started on them."""
+
+    def __init__(self, tmp: Path, reservation: float) -> None:
+        self.tmp = tmp
+        self.url = f"sqlite:///{tmp / 'jobs.sqlite3'}"
+        self.results = tmp / "results.txt"
+        self.results.touch()
+        self.vars = {k: v for k, v in os.environ.items() if not k.startswith("JOBBRIDGE_")}
+        self.vars.update({"JOBBRIDGE_DATABASE_URL": self.url, "JOBBRIDGE_RESERVATION": str(reservation),
+                          app_jobs.RESULTS_VARIABLE: str(self.results), "PYTHONUNBUFFERED": "1"})
+        self.bridge = JobBridge(Settings.from_mapping({"database_url": self.url, "reservation": reservation}),
+                                jobs=app_jobs.ALL)
+        self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
+
+    def worker(self, *args: str) -> subprocess.Popen[bytes]:
+        script = Path(sys.executable).with_name("jobbridge")
+        command = [str(script)] if script.exists() else [sys.executable, "-m", "jobbridge.cli"]
+        log = self.tmp / f"worker-{len(self.procs)}.log"
+        out: IO[bytes] = log.open("wb")
+        proc = subprocess.Popen([*command, "worker", "-A", APP, "--sleep", "0.05", *args],
+                                cwd=REPO, env=self.vars, stdout=out, stderr=subprocess.STDOUT)
+        out.close()
+        self.procs.append((proc, log))
+        return proc
+
+    def output(self, proc: subprocess.Popen[bytes]) -> str:
+        return next(log for p, log in self.procs if p is proc).read_text()
+
+    def lines(self) -> list[list[str]]:
+        return [line.split() for line in self.results.read_text().splitlines()]
+
+    def events(self, event: str, tag: str | None = None) -> list[list[str]]:
+        return [f for f in self.lines() if f[0] == event and (tag is None or f[2] == tag)]
+
+    def close(self) -> None:
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
+        self.bridge.close()
+
+
+def wait_for(check: Callable[[], object], what: str, timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def exited(proc: subprocess.Popen[bytes], timeout: float = DEADLINE) -> int:
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"worker {proc.pid} did not exit") from None
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[Env]:
+    made = Env(tmp_path, LEASE)
+    yield made
+    made.close()
+
+
+def test_three_processes_drain_5000_jobs_each_exactly_once(tmp_path: Path) -> None:
+    env = Env(tmp_path, reservation=60)  # a long lease: nothing may lapse while three processes contend
+    try:
+        ids = env.bridge.dispatch_many(app_jobs.Record(n=i) for i in range(5000))
+        procs = [env.worker("--concurrency", "4", "--stop-when-empty", "-l", "warning") for _ in range(3)]
+        for proc in procs:
+            assert exited(proc, 120) == 0, env.output(proc)
+        ran = Counter(fields[1] for fields in env.events("ran"))
+        assert len(ran) == 5000 and set(ran) == set(ids)
+        assert [job for job, times in ran.items() if times != 1] == [], "every job ran exactly once"
+        assert env.bridge.driver().pending_count("default") == 0
+        total = sum(int(re.search(r"Processed (\d+)", env.output(p)).group(1)) for p in procs)  # type: ignore[union-attr]
+        assert total == 5000
+    finally:
+        env.close()
+
+
+def test_a_worker_killed_mid_job_loses_nothing(env: Env) -> None:
+    job_id = env.bridge.dispatch(app_jobs.Slow(tag="k", seconds=1.0))
+    first = env.worker("--concurrency", "2")
+    wait_for(lambda: env.events("start", "k"), "the job to start")
+    first.kill()
+    assert exited(first) == -signal.SIGKILL
+    assert env.events("done", "k") == []
+    killed_at = time.monotonic()
+    second = env.worker("--concurrency", "2")
+    wait_for(lambda: env.events("done", "k"), "the job to run again on the other worker")
+    took = time.monotonic() - killed_at
+    (done,) = env.events("done", "k")
+    assert done[1] == job_id and done[3] == "2" and done[4] == str(second.pid)
+    # the lease (3 s) lapses, then the next reclaim (every half lease) hands it out: a generous bound
+    assert took < LEASE * 4, f"it came back within about one lease ({took:.1f}s)"
+    wait_for(lambda: env.bridge.driver().pending_count("default") == 0, "the acknowledgement")
+
+
+def test_sigterm_lets_the_running_job_finish(env: Env) -> None:
+    env.bridge.dispatch(app_jobs.Slow(tag="t", seconds=1.0))
+    proc = env.worker()
+    wait_for(lambda: env.events("start", "t"), "the job to start")
+    proc.send_signal(signal.SIGTERM)
+    assert exited(proc) == 0
+    assert len(env.events("done", "t")) == 1
+    assert "Processed 1 job attempt(s): 1 succeeded" in env.output(proc)
+    assert env.bridge.driver().pending_count("default") == 0
+
+
+def test_a_pure_python_loop_is_stopped_at_its_timeout_and_the_worker_stays_healthy(env: Env) -> None:
+    spin_id = env.bridge.dispatch(app_jobs.Spin())
+    proc = env.worker("--concurrency", "1")
+    wait_for(lambda: env.bridge.driver().failed_count() == 1, "both attempts to time out")
+    (failed,) = env.bridge.driver().failed_jobs()
+    assert failed.id == spin_id and failed.attempts == 2 and failed.error.startswith("JobTimeout")
+    env.bridge.dispatch(app_jobs.Record(n=1))
+    wait_for(lambda: env.events("ran"), "the next job, on the same thread")
+    proc.send_signal(signal.SIGTERM)
+    assert exited(proc) == 0
+    output = env.output(proc)
+    assert "1 released for retry, 1 failed" in output and "outcome=released" in output
+
+
+def started_children(env: Env, proc: subprocess.Popen[bytes]) -> list[int]:
+    return [int(pid) for pid in re.findall(r"started worker process (\d+)", env.output(proc))]
+
+
+def test_the_supervisor_replaces_a_child_killed_with_sigkill(env: Env) -> None:
+    proc = env.worker("--processes", "2", "--concurrency", "2")
+    wait_for(lambda: len(started_children(env, proc)) == 2, "two children")
+    victim = started_children(env, proc)[0]
+    os.kill(victim, signal.SIGKILL)
+    wait_for(lambda: len(started_children(env, proc)) == 3, "a replacement child")
+    env.bridge.dispatch_many(app_jobs.Record(n=i) for i in range(20))
+    wait_for(lambda: len(env.events("ran")) == 20, "the jobs to run")
+    assert str(victim) not in {fields[4] for fields in env.events("ran")}
+    proc.send_signal(signal.SIGTERM)
+    assert exited(proc) == 0
+    output = env.output(proc)
+    assert "died unexpectedly (killed by SIGKILL)" in output
+    assert "Processed 20 job attempt(s): 20 succeeded" in output
+    assert all(gone(pid) for pid in started_children(env, proc))
+
+
+def test_children_die_with_a_killed_supervisor(env: Env) -> None:
+    proc = env.worker("--processes", "2", "--concurrency", "1")
+    wait_for(lambda: len(started_children(env, proc)) == 2, "two children")
+    children = started_children(env, proc)
+    proc.kill()
+    exited(proc)
+    wait_for(lambda: all(gone(pid) for pid in children), "the children to die with their supervisor")
+
+
+def test_an_attempt_stuck_in_c_gets_the_process_re_executed(env: Env) -> None:
+    job_id = env.bridge.dispatch(app_jobs.StuckOnce())
+    proc = env.worker("--concurrency", "2")
+    wait_for(lambda: env.events("done", "stuck"), "the stuck job to run again after the process was replaced")
+    (done,) = env.events("done", "stuck")
+    assert done[1] == job_id and int(done[3]) >= 2
+    assert done[4] == str(proc.pid), "os.execv keeps the pid"
+    assert proc.poll() is None, "the re-executed worker keeps running"
+    assert "replacing this worker process" in env.output(proc)
+    proc.send_signal(signal.SIGTERM)
+    assert exited(proc) == 0
