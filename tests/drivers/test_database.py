@@ -453,3 +453,28 @@ def test_only_a_deadlock_victim_is_run_again() -> None:
                   OperationalError("UPDATE", {}, Exception(1213, "Deadlock found"))]
     assert all(is_deadlock(error) for error in deadlocked)
     assert not is_deadlock(OperationalError("UPDATE", {}, Exception(2003, "Can't connect")))
+
+
+def test_migrations_racing_from_several_drivers_all_succeed(database_url: str) -> None:
+    drivers = [DatabaseDriver(database_url) for _ in range(4)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(drivers))
+
+    def migrate(driver: DatabaseDriver) -> None:
+        start.wait()
+        try:
+            driver.migrate()
+        except BaseException as error:  # reported below, with the others
+            errors.append(error)
+
+    threads = [threading.Thread(target=migrate, args=(d,)) for d in drivers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert recorded_version(drivers[0].engine) == SCHEMA_VERSION
+    with drivers[0].engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(schema_versions)).scalar_one() == 1
+    for driver in drivers:
+        driver.close()
