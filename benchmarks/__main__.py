@@ -26,9 +26,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("backend", choices=(*BACKENDS, "all"), help="which store's benchmark to run")
     parser.add_argument("--jobs", type=int, default=20_000, help="no-op jobs per measurement (default 20,000)")
-    parser.add_argument("--time-limit", type=float, default=45.0,
+    parser.add_argument("--time-limit", type=float, default=30.0,
                         help="seconds one measurement may take; a slower library is cut off and its rate "
-                             "computed from what it did (default 45)")
+                             "computed from what it did (default 30)")
     parser.add_argument("--latency-samples", type=int, default=200,
                         help="jobs dispatched one at a time for latency (default 200)")
     parser.add_argument("--latency-budget", type=float, default=20.0,
@@ -70,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
             module = backend_module(name)
             t0 = time.monotonic()
             rows, latency = module.run(probe, opts, only)
+            load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
             print()
             print(render_rows(f"== {module.TITLE}: {opts.jobs:,} no-op jobs per measurement "
-                              f"({time.monotonic() - t0:.0f}s) ==", rows))
+                              f"({time.monotonic() - t0:.0f}s; load average after: {load}) ==", rows))
             if latency:
                 print()
                 print(render_latency(f"-- {module.TITLE}: dispatch-to-start latency, an idle worker, "

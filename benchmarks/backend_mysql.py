@@ -25,6 +25,6 @@ def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[
         [Config("process-1p", "process, 1 process x default concurrency (8 threads)"),
          Config("process-2x8", "process, 2 processes x 8 threads", processes=2, concurrency=8)],
         latency="process-1p", clean=lambda: empty_jobbridge_tables(url),
-        before=lambda: ensure_mysql_database(BENCH_DB))
+        before=lambda: ensure_mysql_database(BENCH_DB), poll_interval=1.0)  # the worker's default --sleep
     rows, lat = run_library(lambda: runner, JB, probe, opts)
     return rows, [lat] if lat else []

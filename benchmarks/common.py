@@ -209,6 +209,7 @@ class Runner(Protocol):
     batch_note: str
     configs: Sequence[tuple[str, str]]  # (key, label) of the processing configurations
     latency_config: str
+    poll_interval: float  # an idle worker that polls looks this often (0: it blocks or is notified)
 
     def prepare(self) -> None:
         """Connect and start from an empty store (only this library's database, DB index or prefix)."""
@@ -234,7 +235,7 @@ class Runner(Protocol):
 @dataclass
 class Options:
     jobs: int = 20_000
-    time_limit: float = 45.0  # per measurement
+    time_limit: float = 30.0  # per measurement
     latency_samples: int = 200
     latency_budget: float = 20.0  # seconds of sampling per library
 
@@ -312,7 +313,9 @@ def measure_latency(runner: Runner, probe: ProbeServer, opts: Options) -> Latenc
             if time.monotonic() > budget_end:
                 result.note = f"sampling stopped at the {opts.latency_budget:g}s budget"
                 break
-            time.sleep(random.uniform(0.005, 0.025))  # the worker is idle again; no phase-lock with a poller
+            # the worker is idle again; a polling worker is caught at a random point of its interval,
+            # as a job dispatched at a random moment would be (not always just after its last look)
+            time.sleep(random.uniform(0.005, 0.025) + random.uniform(0, runner.poll_interval))
             seen = len(probe.stamps)
             runner.dispatch_stamp(time.time())
             if probe.wait_stamps(seen + 1, 5.0):

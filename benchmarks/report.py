@@ -49,8 +49,9 @@ class LatencyRow:
 def machine() -> str:
     """The machine line printed above every table."""
     cores = os.cpu_count()
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     return (f"machine: {cores} cores, {platform.machine()}, {platform.system()} {platform.release()}; "
-            f"Python {platform.python_version()} ({sys.executable})")
+            f"Python {platform.python_version()} ({sys.executable}); load average {load}")
 
 
 def _fmt(value: float | None, digits: int = 0) -> str:

@@ -25,6 +25,7 @@ class ArqRunner:
     configs = (("process-1x1", "process, 1 x 1 (max_jobs=1)"),
                ("process-default", "process, default (1 process, max_jobs=10 on asyncio)"))
     latency_config = "process-default"
+    poll_interval = 0.5  # arq's poll_delay default
 
     def prepare(self) -> None:
         from arq import create_pool

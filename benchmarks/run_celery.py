@@ -15,6 +15,7 @@ class CeleryRunner:
     configs = (("process-1x1", "process, 1 x 1 (--pool solo)"),
                ("process-default", "process, default (prefork, 1 child per core)"))
     latency_config = "process-default"
+    poll_interval = 0.0
 
     def prepare(self) -> None:
         from benchmarks.apps import celery_app

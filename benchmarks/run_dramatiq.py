@@ -15,6 +15,7 @@ class DramatiqRunner:
     configs = (("process-1x1", "process, 1 x 1 (-p 1 -t 1)"),
                ("process-default", "process, default (1 process per core x 8 threads)"))
     latency_config = "process-default"
+    poll_interval = 0.0
 
     def prepare(self) -> None:
         from benchmarks.apps import dramatiq_app

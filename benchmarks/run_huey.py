@@ -16,6 +16,7 @@ class HueyRunner:
     configs = (("process-1x1", "process, 1 x 1 (-w 1 -k thread)"),
                ("process-default", "process, default (1 worker thread)"))
     latency_config = "process-default"
+    poll_interval = 0.0
 
     def prepare(self) -> None:
         from benchmarks.apps import huey_app

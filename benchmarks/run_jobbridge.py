@@ -33,12 +33,14 @@ class JobbridgeRunner:
     batch_note = "dispatch_many(): one call, one round trip"
 
     def __init__(self, library: str, url: str, configs: Sequence[Config], latency: str, *,
-                 clean: Callable[[], None], before: Callable[[], None] = lambda: None) -> None:
+                 clean: Callable[[], None], before: Callable[[], None] = lambda: None,
+                 poll_interval: float = 0.0) -> None:
         self.library = library
         self.url = url
         self._configs = {c.key: c for c in configs}
         self.configs = [(c.key, c.label) for c in configs]
         self.latency_config = latency
+        self.poll_interval = poll_interval
         self._clean, self._before = clean, before
         self.bridge: JobBridge | None = None
 

@@ -19,6 +19,7 @@ class ProcrastinateRunner:
     configs = (("process-1p", "process, 1 process (default concurrency 1)"),
                ("process-2x8", "process, 2 processes x concurrency 8"))
     latency_config = "process-1p"
+    poll_interval = 0.0
 
     def prepare(self) -> None:
         import psycopg

@@ -17,6 +17,7 @@ class RqRunner:
     configs = (("process-1x1", "process, 1 x 1 (SimpleWorker, no fork)"),
                ("process-default", "process, default (1 worker, a fork per job)"))
     latency_config = "process-default"
+    poll_interval = 0.0
 
     def prepare(self) -> None:
         from redis import Redis
