@@ -198,6 +198,12 @@ class Celery:
             self._task_base = type("Task", (base,), {"app": self, "abstract": True, "__module__": base.__module__})
         return self._task_base
 
+    @Task.setter
+    def Task(self, base: Any) -> None:
+        """``app.Task = MyBase`` (Flask's ContextTask pattern): the base of tasks made from now on."""
+        self._task_cls = base
+        self._task_base = None
+
     def autodiscover_tasks(self, packages: Iterable[str] | Callable[[], Iterable[str]] | None = None,
                            related_name: str = "tasks", force: bool = False) -> None:
         """Import ``<package>.<related_name>`` for each package (Django's INSTALLED_APPS by default)."""

@@ -1,0 +1,176 @@
+"""Every Celery setting is classified; unknown names are errors; broker URLs pick the driver."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+from jobbridge.compat import Celery, ImproperlyConfigured, RefusedFeature
+from jobbridge.compat.brokers import jobbridge_backend
+from jobbridge.compat.setting_table import NEW_NAMES, OLD_NAMES, RULES
+from jobbridge.compat.settings import Conf, jobbridge_settings
+from kombu import Queue
+
+# Celery 5's settings: every one must be in the table (each row: new name, old name).
+CELERY_SETTING_COUNT = 207
+
+
+def test_every_celery_setting_is_classified_under_both_names() -> None:
+    assert len(RULES) == CELERY_SETTING_COUNT and len(OLD_NAMES) == CELERY_SETTING_COUNT
+    for new, rule in RULES.items():
+        assert rule.kind in ("honour", "accept", "refuse") and rule.why, new
+        assert OLD_NAMES[NEW_NAMES[new]] == new
+        if rule.kind == "refuse" or rule.ok is not None:
+            assert rule.instead, f"{new}: a refusal must say what to write instead"
+    for old, new in {"BROKER_URL": "broker_url", "CELERY_ALWAYS_EAGER": "task_always_eager",
+                     "CELERYD_CONCURRENCY": "worker_concurrency", "CELERY_ROUTES": "task_routes",
+                     "CELERYD_TASK_TIME_LIMIT": "task_time_limit", "CELERY_RESULT_DBURI": "database_url"}.items():
+        assert OLD_NAMES[old] == new
+
+
+def test_each_setting_can_be_set_with_a_harmless_value() -> None:
+    for new in RULES:
+        conf = Conf()
+        value = {"broker_url": "memory://", "task_default_queue": "celery", "worker_concurrency": 2,
+                 "task_time_limit": 10, "task_soft_time_limit": 5}.get(new)
+        conf.set(new, value)
+        assert conf[new] == value and conf[NEW_NAMES[new]] == value
+
+
+@pytest.mark.parametrize("key", ["CELERY_TASK_ROUTS", "task_rutes", "broker_ulr", "TASK_ALWAYS_EAGER"])
+def test_an_unknown_name_is_an_error_with_a_suggestion(key: str) -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"not a Celery setting.*(did you mean|spelled)"):
+        Conf().set(key, 1)
+
+
+def test_the_namespace_reads_prefixed_new_names_and_catches_typos() -> None:
+    settings = types.SimpleNamespace(
+        DEBUG=True, SECRET_KEY="x", INSTALLED_APPS=["a"],
+        CELERY_BROKER_URL="memory://", CELERY_TASK_ROUTES={"a.*": {"queue": "a"}}, CELERY_TIMEZONE="UTC",
+    )
+    app = Celery("ns")
+    app.config_from_object(settings, namespace="CELERY")
+    assert app.conf.task_routes == {"a.*": {"queue": "a"}} and app.conf.broker_url == "memory://"
+    typo = types.SimpleNamespace(CELERY_TASK_ROUTS={})
+    with pytest.raises(ImproperlyConfigured, match="did you mean 'CELERY_TASK_ROUTES'"):
+        Celery("ns2").config_from_object(typo, namespace="CELERY")
+    old = types.SimpleNamespace(CELERY_ALWAYS_EAGER=True)
+    with pytest.raises(ImproperlyConfigured, match="CELERY_TASK_ALWAYS_EAGER"):
+        Celery("ns3").config_from_object(old, namespace="CELERY")
+    celeryd = types.SimpleNamespace(CELERYD_CONCURRENCY=4)
+    with pytest.raises(ImproperlyConfigured, match="CELERY_WORKER_CONCURRENCY"):
+        Celery("ns4").config_from_object(celeryd, namespace="CELERY")
+
+
+def test_without_a_namespace_old_names_work_and_celery_looking_typos_fail() -> None:
+    flask_config = {"SECRET_KEY": "s", "SQLALCHEMY_DATABASE_URI": "sqlite://", "BROKER_URL": "memory://",
+                    "CELERY_ALWAYS_EAGER": True, "CELERYD_CONCURRENCY": 3}
+    app = Celery("flaskish")
+    app.conf.update(flask_config)
+    assert app.conf.task_always_eager is True and app.conf["CELERYD_CONCURRENCY"] == 3
+    with pytest.raises(ImproperlyConfigured, match="CELERY_TASK_ROUTES"):
+        app.conf.update({"CELERY_TASK_ROUTES": {}})  # a new name in old dress: Celery would ignore it
+
+
+def test_a_config_module_skips_its_imports_and_refuses_unknown_lower_case_names() -> None:
+    module = types.ModuleType("celeryconfig")
+    module.os = types  # an import
+    module.broker_url = "memory://"
+    module.task_serializer = "json"
+    module.helper = lambda: None
+    app = Celery("cfg")
+    app.config_from_object(module)
+    assert app.conf.task_serializer == "json"
+    module.task_serialiser = "json"
+    with pytest.raises(ImproperlyConfigured, match="did you mean 'task_serializer'"):
+        Celery("cfg2").config_from_object(module)
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("task_serializer", "pickle", "pickle"),
+    ("accept_content", ["json", "pickle"], "pickle"),
+    ("beat_schedule", {"every": {"task": "x", "schedule": 10}}, "no beat scheduler"),
+    ("worker_max_tasks_per_child", 100, "--max-tasks-per-child"),
+    ("task_default_priority", 5, "queue"),
+    ("broker_use_ssl", True, "rediss://"),
+    ("security_key", "key.pem", "signing"),
+    ("task_acks_on_failure_or_timeout", False, "failed store"),
+    ("worker_pool", "gevent", "no gevent"),
+])
+def test_refused_values_say_what_to_write(key: str, value: Any, match: str) -> None:
+    with pytest.raises(RefusedFeature, match=match):
+        Celery("refused", **{key: value})
+
+
+def test_harmless_values_of_refused_settings_pass() -> None:
+    app = Celery("fine", beat_schedule={}, task_default_priority=None, worker_pool="prefork",
+                 result_backend="redis://localhost/1", task_acks_late=True, accept_content=["json"])
+    assert app.conf.result_backend == "redis://localhost/1"
+
+
+@pytest.mark.parametrize(("url", "expected"), [
+    ("redis://localhost:6379/0", {"driver": "redis", "redis_url": "redis://localhost:6379/0"}),
+    ("rediss://h:6380/1", {"driver": "redis", "redis_url": "rediss://h:6380/1"}),
+    ("sqla+postgresql://u@db/app", {"driver": "database", "database_url": "postgresql://u@db/app"}),
+    ("db+sqlite:///jobs.sqlite3", {"driver": "database", "database_url": "sqlite:///jobs.sqlite3"}),
+    ("mysql://root@h/test", {"driver": "database", "database_url": "mysql://root@h/test"}),
+    ("memory://", {"driver": "memory"}),
+])
+def test_broker_urls_pick_the_driver(url: str, expected: dict[str, Any]) -> None:
+    assert jobbridge_backend(url, {}) == expected
+
+
+def test_transport_options_map_or_are_refused() -> None:
+    got = jobbridge_backend("redis://h/0", {"global_keyprefix": "app:", "visibility_timeout": 3600})
+    assert got["redis_prefix"] == "app:"
+    with pytest.raises(RefusedFeature, match="did you mean 'visibility_timeout'"):
+        jobbridge_backend("redis://h/0", {"visibility_timeot": 1})
+    sqs = jobbridge_backend("sqs://", {"region": "eu-west-1",
+                                       "predefined_queues": {"celery": {"url": "https://sqs.x/1/q"}}})
+    assert sqs == {"driver": "sqs", "sqs_region": "eu-west-1", "sqs_queue_url": "https://sqs.x/1/q"}
+    with pytest.raises(RefusedFeature, match="predefined_queues"):
+        jobbridge_backend("sqs://", {})
+
+
+@pytest.mark.parametrize("url", ["amqp://guest@localhost//", "pyamqp://h", "filesystem://", "zookeeper://h"])
+def test_brokers_without_a_driver_are_refused_when_set(url: str) -> None:
+    with pytest.raises(RefusedFeature, match="redis://"):
+        Celery("nope", broker=url)
+
+
+def test_jobbridge_settings_come_from_the_celery_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    app = Celery("s", broker=f"sqla+sqlite:///{tmp_path}/jobs.sqlite3", worker_concurrency=3,
+                 task_queues=[Queue("high"), Queue("celery")])
+    settings = jobbridge_settings(app.conf)
+    conn = settings.connection()
+    assert conn.driver == "database" and str(conn.options["url"]).endswith("jobs.sqlite3")
+    assert settings.concurrency == 3 and settings.queues == ("high", "celery")
+    monkeypatch.setenv("JOBBRIDGE_REDIS_URL", "redis://127.0.0.1:6379/3")
+    monkeypatch.setenv("JOBBRIDGE_CONCURRENCY", "5")
+    env = jobbridge_settings(app.conf)
+    assert env.connection().driver == "redis" and env.concurrency == 5
+
+
+def test_the_celery_broker_url_variable_wins_as_in_celery(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = Celery("env", broker="redis://localhost/0")
+    monkeypatch.setenv("CELERY_BROKER_URL", "memory://")
+    assert app.conf.broker_url == "memory://"
+    assert jobbridge_settings(app.conf).connection().driver == "memory"
+
+
+def test_no_broker_means_jobbridges_default_store(tmp_path: Any) -> None:
+    settings = jobbridge_settings(Celery("bare").conf)
+    assert settings.connection().driver == "database" and settings.queues == ("celery",)
+
+
+def test_conf_attribute_assignment_and_item_access_are_classified() -> None:
+    app = Celery("conf")
+    app.conf.task_default_queue = "main"
+    app.conf["CELERY_DEFAULT_QUEUE"] = "other"
+    assert app.conf.task_default_queue == "other"
+    with pytest.raises(ImproperlyConfigured):
+        app.conf.task_defualt_queue = "x"
+    with pytest.raises(AttributeError):
+        _ = app.conf.not_a_setting
+    assert app.conf.get("nope", 1) == 1 and app.conf.task_acks_late is False
