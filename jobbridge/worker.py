@@ -52,8 +52,10 @@ T = TypeVar("T")
 REPLACE_EXIT_CODE = 3
 #: exit status after a second signal stopped the worker without settling
 STOPPED_AT_ONCE_EXIT_CODE = 1
-#: while attempts take less than this on average, the worker reserves one extra batch ahead
-SHORT_JOB_MS = 100.0
+#: how much work (in attempt-milliseconds) the worker may reserve ahead of its threads
+PREFETCH_MS = 20.0
+#: never more than this many times ``concurrency`` jobs ahead
+MAX_AHEAD = 7
 #: a batch of outcomes the store refused this many times running is given up (its leases lapse)
 SETTLE_TRIES = 3
 MAX_BACKOFF = 30.0
@@ -150,7 +152,7 @@ class Worker:
         self._signals = 0
         self._errors = 0
         self._backoff_until = 0.0
-        self._avg_ms = SHORT_JOB_MS * 2  # assume slow jobs until some have run
+        self._avg_ms = PREFETCH_MS * 10  # assume slow jobs until some have run
         self._next_beat = self._next_reclaim = 0.0
 
     # -- life cycle --------------------------------------------------------------------------
@@ -280,10 +282,16 @@ class Worker:
             self._pause(min(self.options.sleep, self._until_timer()))
 
     def _room(self) -> int:
-        """How many jobs to reserve now: the free threads, plus one batch ahead while jobs are short."""
+        """How many jobs to reserve now: the free threads, plus a few ahead while jobs are short.
+
+        Jobs held ahead of the threads amount to about `PREFETCH_MS` of work (at most
+        `MAX_AHEAD` x concurrency jobs, none once attempts average `PREFETCH_MS` x 5);
+        they are renewed by the heartbeat like running ones and run before a graceful stop.
+        """
         size, held = self.options.concurrency, len(self._held)
-        short = self._avg_ms < SHORT_JOB_MS
-        room = (2 * size - held if held <= size else 0) if short else size - held
+        ahead = int(size * min(MAX_AHEAD, PREFETCH_MS / self._avg_ms)) if self._avg_ms < PREFETCH_MS * 5 else 0
+        # with jobs ahead, let the threads work the batch down to their number before reserving more
+        room = 0 if ahead and held > size else size + ahead - held
         if self._budget is not None:
             room = min(room, self._budget - self._reserved)
         return room
@@ -335,7 +343,7 @@ class Worker:
             self._lost.discard(job_id)
             self._stuck.discard(job_id)
             self.stats.add(outcome)
-            self._avg_ms += (outcome.duration_ms - self._avg_ms) * 0.2
+            self._avg_ms += (max(outcome.duration_ms, 0.01) - self._avg_ms) * 0.2
 
     # -- leases and reclaim ------------------------------------------------------------------
 
