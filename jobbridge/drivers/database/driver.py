@@ -16,6 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
@@ -39,7 +40,7 @@ from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.database import failed, migrations
 from jobbridge.drivers.database.claims import ClaimedRow, claim_for
-from jobbridge.drivers.database.engine import POSTGRESQL, SQLITE, build_engine, describe, parse_url
+from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, SQLITE, build_engine, describe, parse_url
 from jobbridge.drivers.database.failures import DEADLOCK_RETRIES, as_driver_error, is_deadlock, translated
 from jobbridge.drivers.database.locks import Locks
 from jobbridge.drivers.database.schema import jobs
@@ -98,7 +99,7 @@ class DatabaseDriver:
         self._claim = claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
         self._locks = Locks(self.dialect)
-        self._returning = self.dialect != "mysql"
+        self._returning = self.dialect != MYSQL  # MariaDB has no UPDATE ... RETURNING
         self._listener: Listener | None = None
         self._listener_lock = threading.Lock()
         _after_fork_in_child(self)
@@ -169,11 +170,14 @@ class DatabaseDriver:
             raise TypeError(
                 f"transaction= takes a SQLAlchemy Connection or Session, not {type(transaction).__name__}"
             )
-        ours, theirs = self.dialect, conn.dialect.name
-        same_file = ours != SQLITE or parse_url(str(conn.engine.url)).database == self.url.database
-        if theirs != ours or not same_file:
+        theirs = conn.engine.url
+        # Only the kind of database and a SQLite file can be told from a URL; two names
+        # for one server cannot, so a server database is trusted to be the driver's.
+        same_file = self.dialect != SQLITE or Path(theirs.database or "").absolute() == Path(
+            self.url.database or "")
+        if conn.dialect.name != self.dialect or not same_file:
             raise ValueError(
-                f"transaction= is on {conn.engine.url.render_as_string()} but this driver stores jobs in "
+                f"transaction= is on {theirs.render_as_string()} but this driver stores jobs in "
                 f"{self.describe()}: a push can join only a transaction on the driver's own database"
             )
         return conn
