@@ -253,13 +253,17 @@ class DatabaseResultStore:
 
     def migrate(self) -> None:
         """Create the tables that are missing (an app with Alembic includes `metadata` instead)."""
-        try:
-            with translated("create the result tables"):
-                metadata.create_all(self.engine, checkfirst=True)
-        except DriverError:
-            # another process created a table between our check and our CREATE: look again
-            with translated("create the result tables"):
-                metadata.create_all(self.engine, checkfirst=True)
+        tries = len(metadata.tables) + 1
+        for attempt in range(1, tries + 1):
+            try:
+                with translated("create the result tables"):
+                    metadata.create_all(self.engine, checkfirst=True)
+                return
+            except DriverError:
+                # Another process created a table between our check and our CREATE. Each such
+                # race means one more table exists, so one try per table always ends it.
+                if attempt == tries:
+                    raise
 
     def describe(self) -> str:
         return describe(self.url)
