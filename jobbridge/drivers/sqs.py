@@ -1,0 +1,302 @@
+"""The sqs driver: the reservation protocol on Amazon SQS (or an SQS-compatible server), through boto3.
+
+URL: ``queue_url`` is the whole URL of a standard (not FIFO) queue,
+``https://sqs.<region>.amazonaws.com/<account>/<name>``, or ``sqs://<account>/<name>``
+for the same queue at ``endpoint`` (else at AWS in ``region``).
+
+Storage: one SQS queue per jobbridge queue, all beside the connection's queue::
+
+    <name>            the jobbridge queue "default" (the queue_url itself)
+    <name>-<queue>    every other jobbridge queue ("high" is <name>-high); the name "failed" is taken
+    <name>-failed     the failed store: the stored body, with id, queue, name, attempts, error and
+                      failed_at as message attributes (see jobbridge.drivers.sqs_failed)
+
+A message's body is the encoded envelope; its ``attempts`` are the attempts
+started before the message was sent, and a reservation's are that plus SQS's
+``ApproximateReceiveCount``. A release re-sends the envelope carrying the
+attempt it is on. The visibility timeout is the reservation, measured by the
+server's clock: a message whose visibility lapses is visible again by itself,
+so ``reclaim_expired`` has nothing to do. A delay longer than SQS's 15 minutes
+is sent with the longest delay and a ``jb-due`` attribute, and re-sent on each
+receipt until ``jb-due`` (clock seconds) has passed. The driver creates no
+queues: one that does not exist is an error naming it, at first use.
+
+Settings: ``queue_url`` (required); ``region`` (default: the one the URL names,
+else boto3's); ``endpoint`` (default: AWS, or the queue URL's server when that
+is not AWS); ``visibility_timeout`` (whole seconds, default the connection's
+``reservation`` rounded up, else 60); ``wait_time`` (the longest one receive
+long-polls, 0-20, default 20; 0 turns long polling off); ``key`` and ``secret``
+(default: boto3's credential chain). ``prefix``, ``suffix``, ``url`` and
+``retry_after`` are refused by name (`REFUSED`). docs/sqs.md is the manual.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers.base import Capabilities
+from jobbridge.drivers.sqs_client import (
+    QueueUrls,
+    attribute,
+    change_visibility,
+    connect,
+    counts,
+    delete,
+    is_stale,
+    number,
+    receive,
+    receive_count,
+    send,
+    translated,
+)
+from jobbridge.drivers.sqs_failed import FailedStore
+from jobbridge.drivers.sqs_settings import MAX_VISIBILITY, REFUSED, SETTINGS, SqsSettings, parse_settings
+from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, undecodable
+from jobbridge.errors import DriverError, PayloadDecodeError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.type_defs import MessageTypeDef, SendMessageBatchRequestEntryTypeDef
+
+    from jobbridge.drivers import Resources
+
+__all__ = ["CAPABILITIES", "REFUSED", "SETTINGS", "SqsDriver", "SqsSettings", "open"]
+
+CAPABILITIES = Capabilities(
+    is_deferred=True,
+    survives_a_restart=True,
+    needs_a_worker=True,
+    may_lose_an_accepted_job=False,
+    delayed_push=True,  # natively up to 15 minutes; longer by re-sending (jb-due)
+    per_message_release=True,
+    priorities=True,  # by the order of the queues a worker names
+    transactional_push=False,
+    shared_locks=False,  # SQS has no lock: unique jobs are dispatched with a warning
+    blocking_reserve=True,  # long polling (off when wait_time = 0)
+)
+
+#: SQS's longest DelaySeconds
+MAX_DELAY = 900
+#: the attribute of a message sent early because its delay was longer than MAX_DELAY
+DUE = "jb-due"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Receipt:
+    """Where a reserved message lives and the handle SQS gave this receipt of it."""
+
+    queue: str
+    url: str
+    handle: str
+
+
+class SqsDriver:
+    """One SQS queue per jobbridge queue; the visibility timeout is the reservation."""
+
+    capabilities = CAPABILITIES
+
+    def __init__(self, settings: SqsSettings, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.reservation = float(settings.visibility_timeout)
+        #: the longest DelaySeconds sent; longer delays are re-sent until due (tests lower it)
+        self.max_delay = MAX_DELAY
+        self.client = connect(settings)
+        self.queues = QueueUrls(self.client, settings)
+        self._failed = FailedStore(self.client, self.queues, clock)
+        if settings.wait_time == 0:
+            self.capabilities = dataclasses.replace(CAPABILITIES, blocking_reserve=False)
+
+    # -- push and reserve -------------------------------------------------------------------
+
+    def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
+        if transaction is not None:
+            raise TypeError("the sqs driver cannot join a transaction; the app pushes after the commit")
+        now = self.clock.now()
+        by_queue: dict[str, list[SendMessageBatchRequestEntryTypeDef]] = {}
+        for env in envelopes:
+            by_queue.setdefault(env.queue, []).append(self._entry(env.encode().decode(), env.available_at, now))
+        for queue, entries in by_queue.items():
+            send(self.client, self.queues.url(queue), entries)
+
+    def _entry(self, body: str, due: float, now: float) -> SendMessageBatchRequestEntryTypeDef:
+        """A message available at ``due``: delayed natively up to ``max_delay``, marked ``jb-due`` beyond."""
+        delay = max(0, math.ceil(due - now - 1e-6))
+        entry: SendMessageBatchRequestEntryTypeDef = {
+            "Id": "0", "MessageBody": body, "DelaySeconds": min(delay, self.max_delay)}
+        if delay > self.max_delay:
+            entry["MessageAttributes"] = {DUE: number(float(due))}
+        return entry
+
+    def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
+        """Short polls in priority order; when all are empty and ``wait`` > 0, one long poll per queue.
+
+        SQS long-polls one queue per call, so each queue gets its share of ``wait``
+        (whole seconds, at least one, at most ``wait_time``) in priority order.
+        """
+        names = list(dict.fromkeys(queues))
+        if limit <= 0 or not names:
+            return []
+        got: list[Reservation] = []
+        for queue in names:
+            got += self._take(queue, limit - len(got), poll=0)
+            if len(got) >= limit:
+                return got
+        if got or wait <= 0 or self.settings.wait_time == 0:
+            return got
+        share = min(self.settings.wait_time, max(1, int(wait / len(names))))
+        for queue in names:
+            got = self._take(queue, limit, poll=share)
+            if got:
+                return got
+        return []
+
+    def _take(self, queue: str, want: int, poll: int) -> list[Reservation]:
+        """Receive from one queue until ``want`` are claimed or it answers empty."""
+        url = self.queues.url(queue)
+        out: list[Reservation] = []
+        while len(out) < want:
+            now = self.clock.now()  # before the receive: the lease is never later than the server's
+            messages = receive(self.client, url, want - len(out), self.settings.visibility_timeout, poll)
+            if not messages:
+                break
+            poll = 0
+            for message in messages:
+                claimed = self._claimed(queue, url, message, now)
+                if claimed is not None:
+                    out.append(claimed)
+        return out
+
+    def _claimed(self, queue: str, url: str, message: MessageTypeDef, now: float) -> Reservation | None:
+        """A received message as a reservation, or None when it was re-sent because it is not yet due."""
+        body = message.get("Body", "")
+        due = attribute(message, DUE)
+        if due is not None and float(due) > now:
+            send(self.client, url, [self._entry(body, float(due), now)])
+            delete(self.client, url, [message["ReceiptHandle"]])
+            return None
+        receipt = Receipt(queue, url, message["ReceiptHandle"])
+        lease_until = now + self.reservation
+        count = receive_count(message)
+        try:
+            env = Envelope.decode(body)
+        except PayloadDecodeError as exc:
+            stand_in = undecodable(id=message.get("MessageId", receipt.handle), queue=queue, attempts=count, now=now)
+            return Reservation(stand_in, receipt, lease_until, body=body.encode(), decode_error=str(exc))
+        return Reservation(env.replace(attempts=env.attempts + count), receipt, lease_until)
+
+    # -- settle -----------------------------------------------------------------------------
+
+    def acknowledge(self, reservations: Sequence[Reservation]) -> None:
+        """DeleteMessageBatch per queue; a stale receipt (the message was received again) deletes nothing."""
+        for url, handles in _by_url(reservations).items():
+            delete(self.client, url, handles)
+
+    def release(self, reservation: Reservation, delay: float) -> None:
+        """Re-send the envelope (attempts so far, available after ``delay``), then delete the received one."""
+        if not self._still_held(reservation):
+            return
+        receipt: Receipt = reservation.receipt
+        now = self.clock.now()
+        if reservation.decode_error is not None:
+            body = reservation.body.decode("utf-8", errors="replace")
+        else:
+            body = reservation.envelope.replace(available_at=now + max(0.0, delay)).encode().decode()
+        send(self.client, receipt.url, [self._entry(body, now + max(0.0, delay), now)])
+        delete(self.client, receipt.url, [receipt.handle])
+
+    def fail(self, reservation: Reservation, error: str) -> None:
+        """Send the stored body to ``<name>-failed`` with why, then delete the received one."""
+        if not self._still_held(reservation):
+            return
+        self._failed.add(reservation, error)
+        delete(self.client, reservation.receipt.url, [reservation.receipt.handle])
+
+    def _still_held(self, reservation: Reservation) -> bool:
+        """Whether this receipt still holds the message: a stale one settles nothing (the new holder will)."""
+        receipt: Receipt = reservation.receipt
+        try:
+            with translated(f"ChangeMessageVisibility on {receipt.url}"):
+                self.client.change_message_visibility(
+                    QueueUrl=receipt.url, ReceiptHandle=receipt.handle,
+                    VisibilityTimeout=self.settings.visibility_timeout)
+        except DriverError as exc:
+            if is_stale(exc):
+                return False
+            raise
+        return True
+
+    def extend(self, reservations: Sequence[Reservation], seconds: float) -> list[Reservation]:
+        """ChangeMessageVisibilityBatch to ``seconds``; a receipt SQS refuses (stale, or past 12 h) is dropped."""
+        visibility = min(MAX_VISIBILITY, max(1, math.ceil(seconds)))
+        now = self.clock.now()
+        kept: set[str] = set()
+        for url, handles in _by_url(reservations).items():
+            kept |= change_visibility(self.client, url, handles, visibility)
+        return [dataclasses.replace(res, lease_until=now + seconds) for res in reservations
+                if res.receipt.handle in kept]
+
+    def reclaim_expired(self) -> int:
+        """Nothing to do: SQS makes a message visible again by itself when its visibility lapses."""
+        return 0
+
+    # -- failed store and counts --------------------------------------------------------------
+
+    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
+        return self._failed.newest(limit)
+
+    def retry_failed(self, id_or_all: str) -> int:
+        return self._failed.retry(id_or_all)
+
+    def flush_failed(self) -> int:
+        return self._failed.flush()
+
+    def failed_count(self) -> int:
+        return self._failed.count()
+
+    def pending_count(self, queue: str) -> int:
+        return sum(counts(self.client, self.queues.url(queue)))
+
+    def counts(self) -> list[QueueCounts]:
+        """Every jobbridge queue of this connection that exists (SQS's approximate numbers)."""
+        listed = self.queues.listed()
+        return [QueueCounts(queue, *counts(self.client, listed[queue])) for queue in sorted(listed)]
+
+    # -- locks (SQS has none) ---------------------------------------------------------------------
+
+    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+        """Always granted: SQS holds no locks (``shared_locks`` is false, and the app warns)."""
+        return True
+
+    def release_lock(self, key: str, owner: str) -> None:
+        return None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """Create nothing; check that the default queue and the failed store exist, naming what is missing."""
+        self.pending_count("default")
+        self._failed.count()
+
+    def describe(self) -> str:
+        where = f", via {self.settings.endpoint}" if self.settings.endpoint else ""
+        return f"sqs {self.settings.queue_url} ({self.settings.region}{where})"
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _by_url(reservations: Sequence[Reservation]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for res in reservations:
+        receipt: Receipt = res.receipt
+        grouped.setdefault(receipt.url, []).append(receipt.handle)
+    return grouped
+
+
+def open(settings: Mapping[str, Any], resources: Resources) -> SqsDriver:
+    """Build an sqs driver from a connection's options (a refused or unknown key fails here)."""
+    return SqsDriver(parse_settings(settings), clock=resources.clock)

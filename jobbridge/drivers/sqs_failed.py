@@ -1,0 +1,201 @@
+"""The failed store of an sqs connection: the SQS queue ``<base>-failed``, one message per failed job.
+
+A message's body is exactly what the job's queue held (the envelope, or the raw
+body that never decoded), so SQS's own redrive can move it back; who, when and
+why ride as message attributes::
+
+    jb-id, jb-queue, jb-name      String
+    jb-attempts, jb-failed-at     Number (failed_at in clock seconds)
+    jb-error                      String, the last MAX_ERROR characters; absent when empty
+
+A message without them (moved there by an SQS redrive policy) is read from its
+body. SQS has no way to read a queue without receiving from it: listing,
+retrying and flushing receive in batches of ten, hiding what they saw for
+SCAN_HIDE seconds, and show what they leave behind again at once. A listing
+reads at most SCAN_CAP messages (the newest of those come first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.clock import Clock
+from jobbridge.drivers.sqs_client import (
+    QueueUrls,
+    attribute,
+    change_visibility,
+    clean,
+    counts,
+    delete,
+    number,
+    receive,
+    send,
+    string,
+)
+from jobbridge.envelope import Envelope, FailedJob, Reservation
+from jobbridge.errors import NoFailedJob, PayloadDecodeError
+
+if TYPE_CHECKING:
+    from mypy_boto3_sqs.client import SQSClient
+    from mypy_boto3_sqs.type_defs import MessageTypeDef, SendMessageBatchRequestEntryTypeDef
+
+ATTR_ID, ATTR_QUEUE, ATTR_NAME = "jb-id", "jb-queue", "jb-name"
+ATTR_ATTEMPTS, ATTR_FAILED_AT, ATTR_ERROR = "jb-attempts", "jb-failed-at", "jb-error"
+#: seconds a scanned message stays hidden if the scan dies before it shows it again
+SCAN_HIDE = 30
+#: the most messages one listing reads
+SCAN_CAP = 1000
+#: the most characters of an error kept (the end, where a traceback says what happened)
+MAX_ERROR = 32_000
+REDRIVEN = "moved to the failed store by SQS (a redrive policy on the queue), not by a worker"
+
+
+class FailedStore:
+    """Add, list, count, retry and flush failed jobs on the ``<base>-failed`` queue."""
+
+    def __init__(self, client: SQSClient, queues: QueueUrls, clock: Clock) -> None:
+        self.client, self.queues, self.clock = client, queues, clock
+
+    def entry(self, reservation: Reservation, error: str) -> SendMessageBatchRequestEntryTypeDef:
+        """The failed-store message for a reservation: its stored body, and why as attributes."""
+        env = reservation.envelope
+        attrs: dict[str, Any] = {
+            ATTR_ID: string(clean(reservation.id)), ATTR_QUEUE: string(env.queue),
+            ATTR_NAME: string(clean(env.name)), ATTR_ATTEMPTS: number(env.attempts),
+            ATTR_FAILED_AT: number(self.clock.now()),
+        }
+        text = clean(error)
+        if len(text) > MAX_ERROR:
+            text = "\u2026" + text[-MAX_ERROR:]
+        if text:
+            attrs[ATTR_ERROR] = string(text)
+        body = clean(reservation.stored_body().decode("utf-8", errors="replace"))
+        return {"Id": "0", "MessageBody": body, "MessageAttributes": attrs}
+
+    def add(self, reservation: Reservation, error: str) -> None:
+        send(self.client, self.queues.failed_url(), [self.entry(reservation, error)])
+
+    def count(self) -> int:
+        return sum(counts(self.client, self.queues.failed_url()))
+
+    def newest(self, limit: int) -> list[FailedJob]:
+        """The newest ``limit`` of the first SCAN_CAP (or ``limit``, if more) messages read."""
+        if limit <= 0:
+            return []
+        url = self.queues.failed_url()
+        seen: dict[str, MessageTypeDef] = {}
+        try:
+            for batch in self._scan(url, cap=max(limit, SCAN_CAP)):
+                seen.update((m.get("MessageId", m["ReceiptHandle"]), m) for m in batch)
+        finally:
+            self._show(url, list(seen.values()))
+        jobs = sorted((failed_job(m) for m in seen.values()), key=lambda job: job.failed_at, reverse=True)
+        return jobs[:limit]
+
+    def retry(self, id_or_all: str) -> int:
+        """Back on its queue, attempts reset; `NoFailedJob` for an id the store does not hold."""
+        url = self.queues.failed_url()
+        everything = id_or_all == "all"
+        retried, left = 0, []
+        try:
+            for batch in self._scan(url, cap=None):
+                chosen = [m for m in batch if everything or job_id(m) == id_or_all]
+                left += [m for m in batch if m not in chosen]
+                retried += self._requeue(url, chosen)
+                if retried and not everything:
+                    break
+        finally:
+            self._show(url, left)
+        if not retried and not everything:
+            raise NoFailedJob(f"there is no failed job with id {id_or_all}")
+        return retried
+
+    def flush(self) -> int:
+        """Delete every failed job the queue shows; return how many."""
+        url = self.queues.failed_url()
+        return sum(delete(self.client, url, [m["ReceiptHandle"] for m in batch])
+                   for batch in self._scan(url, cap=None))
+
+    def _requeue(self, url: str, messages: list[MessageTypeDef]) -> int:
+        """Send each message's job back to its queue as new, then delete it from the failed store."""
+        by_queue: dict[str, list[SendMessageBatchRequestEntryTypeDef]] = {}
+        now = self.clock.now()
+        for message in messages:
+            body = message.get("Body", "")
+            queue = attribute(message, ATTR_QUEUE) or _queue_of(body)
+            by_queue.setdefault(queue, []).append({"Id": "0", "MessageBody": fresh(body, now)})
+        for queue, entries in by_queue.items():
+            send(self.client, self.queues.url(queue), entries)
+        return delete(self.client, url, [m["ReceiptHandle"] for m in messages]) if messages else 0
+
+    def _scan(self, url: str, cap: int | None) -> Iterator[list[MessageTypeDef]]:
+        """Batches received from the failed store, each hidden for SCAN_HIDE seconds, until it runs dry.
+
+        An empty short poll on a queue SQS says is not empty gets one long poll
+        (SQS samples its servers on a short poll and may answer empty).
+        """
+        expected = counts(self.client, url)[0]
+        seen, waited = 0, False
+        while cap is None or seen < cap:
+            want = 10 if cap is None else cap - seen
+            batch = receive(self.client, url, want, SCAN_HIDE)
+            if not batch and not waited and seen < expected:
+                waited = True
+                batch = receive(self.client, url, want, SCAN_HIDE, wait=1)
+            if not batch:
+                return
+            seen += len(batch)
+            yield batch
+
+    def _show(self, url: str, messages: list[MessageTypeDef]) -> None:
+        if messages:
+            change_visibility(self.client, url, [m["ReceiptHandle"] for m in messages], 0)
+
+
+def _decoded(body: str) -> Envelope | None:
+    try:
+        return Envelope.decode(body)
+    except PayloadDecodeError:
+        return None
+
+
+def _queue_of(body: str) -> str:
+    env = _decoded(body)
+    return env.queue if env is not None else "default"
+
+
+def fresh(body: str, now: float) -> str:
+    """A failed job's body as a new job: attempts 0, available now, no unique lock to hold.
+
+    A body that never decoded goes back as it was, to be failed again with its reason.
+    """
+    env = _decoded(body)
+    if env is None:
+        return body
+    return env.replace(attempts=0, available_at=now, unique_key=None).encode().decode()
+
+
+def job_id(message: MessageTypeDef) -> str:
+    found = attribute(message, ATTR_ID)
+    if found is not None:
+        return found
+    env = _decoded(message.get("Body", ""))
+    return env.id if env is not None else message.get("MessageId", "")
+
+
+def failed_job(message: MessageTypeDef) -> FailedJob:
+    """A failed-store message as a `FailedJob`; one SQS moved there by itself is read from its body."""
+    body = message.get("Body", "")
+    env = _decoded(body)
+    attempts, failed_at = attribute(message, ATTR_ATTEMPTS), attribute(message, ATTR_FAILED_AT)
+    sent_at = int(message.get("Attributes", {}).get("SentTimestamp", "0")) / 1000
+    return FailedJob(
+        id=job_id(message),
+        queue=attribute(message, ATTR_QUEUE) or (env.queue if env else "default"),
+        name=attribute(message, ATTR_NAME) or (env.name if env else "<undecodable>"),
+        attempts=int(float(attempts)) if attempts else (env.attempts if env else 0),
+        error=attribute(message, ATTR_ERROR) or ("" if attribute(message, ATTR_ID) else REDRIVEN),
+        failed_at=float(failed_at) if failed_at else sent_at,
+        body=body.encode(),
+    )
