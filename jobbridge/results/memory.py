@@ -116,5 +116,8 @@ class MemoryResultStore:
             counter.remaining -= 1
             return counter.remaining
 
+    def describe(self) -> str:
+        return "memory (this process only)"
+
     def close(self) -> None:
         """Nothing to release."""
