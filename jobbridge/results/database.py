@@ -64,7 +64,7 @@ MAX_POLL = 0.5
 #: on PostgreSQL, how often a waiter re-reads even without a notification
 PG_SAFETY_POLL = 5.0
 #: ids per ``IN (...)``: one round trip for any ordinary batch, far below every dialect's bind limit
-CHUNK = 1000
+CHUNK = 500
 
 log = logging.getLogger("jobbridge.results")
 

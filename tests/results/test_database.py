@@ -243,3 +243,17 @@ def test_the_listen_connection_comes_back_after_it_is_cut(postgres_url: str, clo
     finally:
         store.close()
         other.close()
+
+
+def test_reads_of_many_ids_go_in_chunks(database_url: str, clock: FixedClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(results_database, "CHUNK", 7)
+    store = results_database.open_database_store(database_url, clock=clock)
+    try:
+        ids = [f"id-{i}" for i in range(30)]
+        for id in ids[::2]:
+            store.store(ResultRecord(id, SUCCESS, result=id), 3600)
+        store.cancel(ids[1::2], 3600)
+        assert set(store.get_many([*ids, *ids])) == set(ids[::2])
+        assert store.cancelled(ids) == set(ids[1::2])
+    finally:
+        store.close()
