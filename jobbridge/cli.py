@@ -28,8 +28,8 @@ from jobbridge.drivers.base import Driver
 from jobbridge.errors import JobBridgeError, NoFailedJob
 from jobbridge.loading import load_app
 from jobbridge.settings import Settings
-from jobbridge.supervisor import Supervisor, die_with_parent, write_stats
-from jobbridge.worker import REPLACE_EXIT_CODE, Worker, WorkerOptions, banner
+from jobbridge.supervisor import Supervisor, die_with_parent, worker_command, write_stats
+from jobbridge.worker import REPLACE_EXIT_CODE, Worker, WorkerOptions, check_worker_driver
 
 F = TypeVar("F", bound=Callable[..., Any])
 log = logging.getLogger("jobbridge.worker")
@@ -45,22 +45,18 @@ CELERY_REFUSED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
     (("--autoscale",), True, "the number of threads is fixed; set --concurrency and --processes, and scale "
      "by running more worker processes"),
     (("-B", "--beat"), False, _SCHEDULER),
-    (("-s", "--schedule"), True, _SCHEDULER),
-    (("--scheduler",), True, _SCHEDULER),
+    (("-s", "--schedule", "--scheduler"), True, _SCHEDULER),
     (("-E", "--task-events"), False, "worker events are always sent, in-process, as blinker signals "
      "(jobbridge.signals); connect receivers in your app"),
-    (("--without-gossip",), False, "workers do not talk to each other, so there is no gossip to turn off; "
-     "drop the option"),
-    (("--without-mingle",), False, "workers do not synchronise at start-up, so there is no mingle to turn "
-     "off; drop the option"),
-    (("--without-heartbeat",), False, "the heartbeat renews the reservations of running jobs and cannot be "
-     "turned off; drop the option"),
+    (("--without-gossip", "--without-mingle"), False, "workers do not talk to each other, so there is no "
+     "gossip or mingle to turn off; drop the option"),
+    (("--without-heartbeat",), False, "the heartbeat renews running jobs' reservations; drop the option"),
     (("--heartbeat-interval",), True, "the heartbeat runs every quarter of the connection's reservation; "
      "set reservation instead"),
-    (("--prefetch-multiplier",), True, "the worker reserves only what its threads will start soon (one "
-     "extra batch of --concurrency while jobs are short); drop the option"),
-    (("--time-limit",), True, "a time limit belongs to each job: set timeout= on the job class"),
-    (("--soft-time-limit",), True, "a time limit belongs to each job: set timeout= on the job class"),
+    (("--prefetch-multiplier",), True, "the worker reserves only what its threads will start soon (about "
+     "20 ms of work ahead while jobs are short); drop the option"),
+    (("--time-limit", "--soft-time-limit"), True, "a time limit belongs to each job: set timeout= on the "
+     "job class"),
     (("--max-memory-per-child",), True, "memory is not measured; recycle by count with "
      "--max-tasks-per-child, or cap memory in the process manager (systemd MemoryMax=)"),
     (("--purge", "--discard"), False, "a worker never discards waiting jobs; `jobbridge flush` deletes the "
@@ -71,8 +67,7 @@ CELERY_REFUSED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
     (("-S", "--statedb"), True, "a worker keeps no state of its own; everything is in the store"),
     (("-X", "--exclude-queues"), True, "name the queues to work with -Q/--queue, in priority order"),
     (("-I", "--include"), True, "import your job modules from the module that -A names"),
-    (("--uid", "--gid"), True, "set User= and Group= in the systemd unit"),
-    (("--umask",), True, "set UMask= in the systemd unit"),
+    (("--uid", "--gid", "--umask"), True, "set User=, Group= and UMask= in the systemd unit"),
 )
 
 
@@ -202,7 +197,7 @@ def worker(**kwargs: Any) -> None:
     bridge = load_app(args.app)
     options = _worker_options(args, bridge.settings)
     if args.supervised is None:
-        _check_driver(bridge, options.connection)
+        check_worker_driver(bridge, options.connection)
         if options.processes > 1 or args.max_tasks_per_child:
             sys.exit(_supervise(args, bridge, options))
     sys.exit(_work(args, bridge, options))
@@ -232,28 +227,6 @@ def _hostname(given: str | None) -> str:
         return host
     short, _, domain = host.partition(".")
     return given.replace("%h", host).replace("%n", short).replace("%d", domain)
-
-
-def _check_driver(bridge: JobBridge, connection: str | None) -> None:
-    """Refuse a driver no separate worker process can serve; run its own start-up checks."""
-    conn = bridge.settings.connection(connection)
-    driver = bridge.driver(conn.name)
-    caps = driver.capabilities
-    if not caps.needs_a_worker:
-        raise click.ClickException(
-            f"connection {conn.name!r} uses the {conn.driver} driver, which runs every job inside "
-            "dispatch(): there is nothing for a worker to take. Configure a driver that stores jobs, "
-            "such as the database driver (JOBBRIDGE_DATABASE_URL=sqlite:///jobs.sqlite3, the default "
-            "when nothing is configured) or redis.")
-    if not caps.survives_a_restart:
-        raise click.ClickException(
-            f"connection {conn.name!r} uses the {conn.driver} driver, whose jobs live in the memory of the "
-            "process that dispatched them: a worker in another process can never see them. Use the "
-            "database driver (SQLite by default) or redis; in tests, run jobs in-process with "
-            "bridge.run_pending() or jobbridge.worker.Worker.")
-    check = getattr(driver, "check_eviction_policy", None)
-    if callable(check):
-        check()
 
 
 def _work(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
@@ -295,19 +268,11 @@ def _replace(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int
 
 
 def _supervise(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
-    click.echo(banner(bridge, options))
+    click.echo(Worker(bridge, options).banner())
     bridge.close()
-    command = [sys.executable, "-m", "jobbridge.cli", "worker", "-A", str(args.app),
-               "--queue", ",".join(options.queues), "--concurrency", str(options.concurrency),
-               "--sleep", repr(options.sleep), "--loglevel", args.loglevel, "--hostname", options.hostname]
-    if options.connection:
-        command += ["--connection", options.connection]
-    if options.max_jobs:
-        command += ["--max-jobs", str(options.max_jobs)]
-    command += ["--once"] if options.once else []
-    command += ["--stop-when-empty"] if options.stop_when_empty else []
-    supervisor = Supervisor(command, options.processes, recycle=bool(args.max_tasks_per_child),
-                            replace_stuck=not options.once, out=click.echo)
+    supervisor = Supervisor(worker_command(str(args.app), options, args.loglevel), options.processes,
+                            recycle=bool(args.max_tasks_per_child), replace_stuck=not options.once,
+                            out=click.echo)
     return supervisor.run()
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from types import FrameType
 
 from jobbridge.outcome import WorkStats
-from jobbridge.worker import REPLACE_EXIT_CODE
+from jobbridge.worker import REPLACE_EXIT_CODE, WorkerOptions, on_stop_signals
 
 log = logging.getLogger("jobbridge.supervisor")
 
@@ -75,7 +75,7 @@ class Supervisor:
 
     def run(self) -> int:
         """Supervise until every child is gone; the exit status for the supervisor process."""
-        restore = self._install_signal_handlers()
+        restore = on_stop_signals(self._on_signal)
         try:
             for slot in range(self.processes):
                 self._spawn(slot)
@@ -171,22 +171,23 @@ class Supervisor:
 
     # -- signals -----------------------------------------------------------------------------
 
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        for sig in previous:
-            signal.signal(sig, self._on_signal)
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
-
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
         self.stop(now=self._signals > 1)
+
+
+def worker_command(app: str, options: WorkerOptions, loglevel: str) -> list[str]:
+    """The command line of one child: ``jobbridge worker`` with these options in a single process."""
+    command = [sys.executable, "-m", "jobbridge.cli", "worker", "-A", app,
+               "--queue", ",".join(options.queues), "--concurrency", str(options.concurrency),
+               "--sleep", repr(options.sleep), "--loglevel", loglevel, "--hostname", options.hostname]
+    if options.connection:
+        command += ["--connection", options.connection]
+    if options.max_jobs:
+        command += ["--max-jobs", str(options.max_jobs)]
+    command += ["--once"] if options.once else []
+    command += ["--stop-when-empty"] if options.stop_when_empty else []
+    return command
 
 
 def _status(code: int) -> str:

@@ -2,22 +2,12 @@
 
 One loop thread (the caller of `Worker.run`) talks to the store; ``concurrency``
 threads run attempts through the `Executor`. The loop reserves what the threads
-can start soon, acknowledges/releases/fails finished attempts together, renews
-every held reservation every quarter of the lease, and reclaims lapsed
-reservations every half lease (jittered), so a dead worker's job comes back
-within about one lease. Store errors are logged, sent as
-``queue_operation_failed`` and retried with backoff: a restarting database
-never kills the worker.
-
-Stopping: `stop` (SIGTERM, Ctrl-C) takes no new jobs, finishes and settles every
-job the worker holds, then `run` returns. `stop(now=True)` (a second signal)
-returns at once without settling; the store hands those jobs out again once
-their reservations lapse. When a timed-out attempt cannot be interrupted (a
-thread blocked in C), the watchdog reports it stuck: the worker stops taking
-jobs, finishes the others and sets ``replace_process``; the caller then exits
-with `REPLACE_EXIT_CODE` (or re-executes itself) so the attempt never runs
-beside its retry. The stuck job's reservation stays renewed until the process
-is gone; then it lapses and a reclaim makes it a new attempt.
+will start soon, stores finished attempts together, renews every held
+reservation each quarter lease, and reclaims lapsed ones every half lease. Store
+errors are logged, signalled and retried with backoff. `stop` finishes and
+settles what is held; `stop(now=True)` leaves at once. An attempt stuck past
+its timeout (blocked in C) sets ``replace_process``: the caller exits with
+`REPLACE_EXIT_CODE` or re-executes itself. docs/worker.md is the manual.
 """
 
 from __future__ import annotations
@@ -38,7 +28,7 @@ from typing import TYPE_CHECKING, TypeVar
 from jobbridge import signals
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Reservation
-from jobbridge.errors import DriverError
+from jobbridge.errors import ConfigurationError, DriverError
 from jobbridge.execution import Executor, describe
 from jobbridge.outcome import Outcome, WorkStats
 
@@ -163,7 +153,7 @@ class Worker:
         pool = _Pool(self.options.concurrency, self.executor.run, self._finished)
         watchdog = self.executor.watchdog
         previous_on_stuck, watchdog.on_stuck = watchdog.on_stuck, self._on_stuck
-        restore = self._install_signal_handlers()
+        restore = on_stop_signals(self._on_signal)
         signals.send(signals.worker_started, self, worker=self)
         try:
             self._loop(pool)
@@ -194,7 +184,21 @@ class Worker:
         return REPLACE_EXIT_CODE if self.replace_process else 0
 
     def banner(self) -> str:
-        return banner(self.bridge, self.options)
+        """What a starting worker prints: where the jobs are, which queues, how many at once."""
+        conn, options = self.bridge.settings.connection(self.connection), self.options
+        lines = [
+            f"jobbridge worker {options.hostname}",
+            f"  connection   {conn.name} ({conn.driver} driver)",
+            f"  store        {self.driver.describe()}",
+            f"  queues       {', '.join(options.queues)} (in priority order)",
+            f"  concurrency  {options.concurrency} thread(s) per process x {options.processes} process(es)",
+            f"  reservation  {self.lease:g}s, renewed every {self.lease / 4:g}s while a job runs",
+            f"  jobs         {len(self.bridge.registry.names())} registered",
+        ]
+        if self.driver.capabilities.may_lose_an_accepted_job:
+            lines.append(f"  WARNING      the {conn.driver} driver may lose a job it accepted (a crash before "
+                         "it persisted, eviction); use the database driver where every job must survive")
+        return "\n".join(lines)
 
     def _begin_stop(self, reason: str) -> None:
         if self._stop_reason is None:
@@ -207,19 +211,6 @@ class Worker:
             log.info("worker stopping (%s): no new jobs; finishing %d held job(s)",
                      self._stop_reason, len(self._held))
             signals.send(signals.worker_stopping, self, worker=self, stats=self.stats)
-
-    def _install_signal_handlers(self) -> Callable[[], None]:
-        if threading.current_thread() is not threading.main_thread():
-            return lambda: None
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        for sig in previous:
-            signal.signal(sig, self._on_signal)
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-        return restore
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1
@@ -400,21 +391,37 @@ def _settled(driver: Driver, outcomes: list[Outcome]) -> bool:
     return True
 
 
-def banner(bridge: JobBridge, options: WorkerOptions) -> str:
-    """What a starting worker prints: where the jobs are, which queues, how many at once."""
-    conn = bridge.settings.connection(options.connection)
+def check_worker_driver(bridge: JobBridge, connection: str | None = None) -> None:
+    """Refuse a driver that a worker *process* cannot serve (sync, memory); run its start-up checks."""
+    conn = bridge.settings.connection(connection)
     driver = bridge.driver(conn.name)
-    lease = conn.reservation
-    lines = [
-        f"jobbridge worker {options.hostname}",
-        f"  connection   {conn.name} ({conn.driver} driver)",
-        f"  store        {driver.describe()}",
-        f"  queues       {', '.join(options.queues)} (in priority order)",
-        f"  concurrency  {options.concurrency} thread(s) per process x {options.processes} process(es)",
-        f"  reservation  {lease:g}s, renewed every {lease / 4:g}s while a job runs",
-        f"  jobs         {len(bridge.registry.names())} registered",
-    ]
-    if driver.capabilities.may_lose_an_accepted_job:
-        lines.append(f"  WARNING      the {conn.driver} driver may lose a job it accepted (a crash before it "
-                     "persisted, eviction); use the database driver where every job must survive")
-    return "\n".join(lines)
+    if not driver.capabilities.needs_a_worker:
+        raise ConfigurationError(
+            f"connection {conn.name!r} uses the {conn.driver} driver, which runs every job inside "
+            "dispatch(): there is nothing for a worker to take. Configure a driver that stores jobs, "
+            "such as the database driver (JOBBRIDGE_DATABASE_URL=sqlite:///jobs.sqlite3, the default "
+            "when nothing is configured) or redis.")
+    if not driver.capabilities.survives_a_restart:
+        raise ConfigurationError(
+            f"connection {conn.name!r} uses the {conn.driver} driver, whose jobs live in the memory of the "
+            "process that dispatched them: a worker in another process can never see them. Use the "
+            "database driver (SQLite by default) or redis; in tests, run jobs in-process with "
+            "bridge.run_pending() or jobbridge.worker.Worker.")
+    check = getattr(driver, "check_eviction_policy", None)
+    if callable(check):
+        check()
+
+
+def on_stop_signals(handler: Callable[[int, FrameType | None], None]) -> Callable[[], None]:
+    """Route SIGTERM and SIGINT to ``handler`` (on the main thread only); returns what puts them back."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    for sig in previous:
+        signal.signal(sig, handler)
+
+    def restore() -> None:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
