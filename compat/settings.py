@@ -3,8 +3,8 @@
 Every way Celery takes a setting comes through `Conf.set`: ``Celery(**settings)``,
 ``app.conf.x = ...``, ``app.conf["x"] = ...``, ``app.conf.update(...)`` and
 ``app.config_from_object(obj, namespace=...)``. A name is the new one
-(``task_always_eager``), the old one (``CELERY_ALWAYS_EAGER``), or with a namespace
-the prefixed new one (``CELERY_TASK_ALWAYS_EAGER``). An unknown name is an error
+(``task_always_eager``), the old one (``CELERY_ALWAYS_EAGER``), or the prefixed new
+one (``CELERY_TASK_ALWAYS_EAGER``; with a namespace, only those starting with it). An unknown name is an error
 with the closest spelling; a refused one says what to write instead.
 
 A *bulk* source (an object or a mapping handed to ``config_from_object`` or
@@ -59,10 +59,12 @@ def resolve(key: str) -> str:
         return key
     if key in OLD_NAMES:
         return OLD_NAMES[key]
+    if key.startswith("CELERY_") and key[7:].lower() in RULES and key[7:].isupper():
+        return key[7:].lower()  # the namespaced spelling, as Flask apps put it in app.config
     hint = ""
     if key.lower() in RULES:
         hint = f"; the setting is spelled {key.lower()!r} (or {NEW_NAMES[key.lower()]!r} in the old style)"
-    raise _unknown(key, [*RULES, *OLD_NAMES], hint)
+    raise _unknown(key, [*RULES, *OLD_NAMES, *(f"CELERY_{name.upper()}" for name in RULES)], hint)
 
 
 def resolve_in_bulk(key: str, namespace: str | None) -> str | None:
@@ -251,7 +253,9 @@ def queue_names(conf: Conf) -> list[str]:
 
 def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> Settings:
     """The jobbridge `Settings` for this app: a jobbridge.toml as the base, then the Celery settings,
-    then ``JOBBRIDGE_*`` variables. A layer that names a backend replaces the lower layers' backend."""
+    then ``JOBBRIDGE_*`` variables. A layer that selects another driver replaces the lower layers'
+    backend settings (``JOBBRIDGE_DATABASE_URL`` over a redis broker_url); one that configures the same
+    driver adds to them (``JOBBRIDGE_REDIS_PREFIX`` with a redis broker_url)."""
     env = os.environ if environ is None else environ
     found = core_settings.discover()
     layers: list[dict[str, Any]] = [dict(core_settings.read_file(found)) if found else {}]
@@ -265,7 +269,8 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
     layers.append(core_settings.read_environment(env))
     merged: dict[str, Any] = {}
     for layer in layers:
-        if _names_backend(layer):
+        named = _driver_named(layer)
+        if "connections" in layer or (named is not None and named != _driver_named(merged)):
             merged = {k: v for k, v in merged.items() if not _is_backend_key(k)}
         merged.update(layer)
     names = ([str(found)] if found else []) + ["the Celery app's settings"]
@@ -278,8 +283,12 @@ def _is_backend_key(key: str) -> bool:
     return key in ("driver", "connections") or key in core_settings.DRIVER_KEYS
 
 
-def _names_backend(layer: Mapping[str, Any]) -> bool:
-    return any(_is_backend_key(k) for k in layer)
+def _driver_named(layer: Mapping[str, Any]) -> str | None:
+    """The driver a layer selects: its ``driver``, else the one driver its keys configure."""
+    if "driver" in layer:
+        return str(layer["driver"])
+    owners = {core_settings.DRIVER_KEYS[k][0] for k in layer if k in core_settings.DRIVER_KEYS}
+    return owners.pop() if len(owners) == 1 else None
 
 
 def check_queue(conf: Conf, queue: str) -> None:

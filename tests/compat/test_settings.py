@@ -69,8 +69,10 @@ def test_without_a_namespace_old_names_work_and_celery_looking_typos_fail() -> N
     app = Celery("flaskish")
     app.conf.update(flask_config)
     assert app.conf.task_always_eager is True and app.conf["CELERYD_CONCURRENCY"] == 3
-    with pytest.raises(ImproperlyConfigured, match="CELERY_TASK_ROUTES"):
-        app.conf.update({"CELERY_TASK_ROUTES": {}})  # a new name in old dress: Celery would ignore it
+    app.conf.update({"CELERY_TASK_ROUTES": {"a": "b"}, "CELERY_BROKER_URL": "memory://"})  # Flask's spelling
+    assert app.conf.task_routes == {"a": "b"}
+    with pytest.raises(ImproperlyConfigured, match="did you mean 'CELERY_TASK_ROUTES'"):
+        app.conf.update({"CELERY_TASK_ROUTS": {}})
 
 
 def test_a_config_module_skips_its_imports_and_refuses_unknown_lower_case_names() -> None:

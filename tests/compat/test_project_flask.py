@@ -1,0 +1,54 @@
+"""The Flask-style project: upper-case settings in app.config, a ContextTask base, a mail task with countdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from jobbridge.compat import Celery
+
+from jobbridge.testing import FixedClock
+
+from .projects import load, memory_events, of
+
+
+@pytest.fixture
+def project(monkeypatch: pytest.MonkeyPatch, clock: FixedClock) -> Any:
+    monkeypatch.setenv("CELERY_BROKER_URL", "memory://")
+    package = load("flaskproj")
+    app: Celery = package.celery
+    app.set_current()
+    app.jobbridge_options(clock=clock)
+    load("compat_events").memory.clear()
+    yield package
+    app.close()
+
+
+def test_old_upper_case_settings_are_read_and_flasks_own_left_alone(project: Any) -> None:
+    conf = project.celery.conf
+    assert conf.task_default_queue == "default" and conf.worker_concurrency == 2
+    assert conf.task_routes == {"flaskproj.mail.send_mail": {"queue": "mail"}}
+    assert "SECRET_KEY" not in conf and conf.task_acks_late is True
+    assert project.celery.jobbridge_app().settings.concurrency == 2
+
+
+def test_signup_mails_after_the_countdown_retrying_in_the_app_context(project: Any, clock: FixedClock) -> None:
+    views = load("flaskproj.views")
+    assert views.signup("ann@example.com") == {"status": "ok"}
+    bridge = project.celery.jobbridge_app()
+    assert bridge.driver().pending_count("mail") == 1
+    assert bridge.run_pending(["default", "mail"]).processed == 0
+    clock.advance(1)
+    assert bridge.run_pending(["default", "mail"]).released == 1
+    clock.advance(1)
+    assert bridge.run_pending(["default", "mail"]).succeeded == 1
+    mails = of(memory_events(), "send_mail")
+    assert mails == [["send_mail", "ann@example.com", "Welcome!", 0, True, "localhost"],
+                     ["send_mail", "ann@example.com", "Welcome!", 1, True, "localhost"]]
+
+
+def test_the_task_runs_directly_in_the_app_context_too(project: Any) -> None:
+    mail = load("flaskproj.mail")
+    load("compat_events").memory.extend([["send_mail"], ["send_mail"]])  # delivery succeeds now
+    mail.send_mail("bob@example.com", "Hi", "...")
+    assert of(memory_events(), "send_mail")[-1][4] is True
