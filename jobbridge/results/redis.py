@@ -24,9 +24,10 @@ Waiting: a wait adds a token to the id's waiters set and reads the record in
 one MULTI, then BLPOPs its own wake list, in slices of at most `BLOCK_SLICE`
 seconds; result_store.lua pushes to every waiter's list when the record turns
 ready. Each slice registers again and re-reads, so a registration lost to a
-restart costs one slice; the blocking client has a socket timeout of a slice
-plus `SOCKET_MARGIN`, so a connection that died silently cannot hold a wait
-past its deadline (Celery's ``get()`` hanging after a disconnect).
+restart costs one slice. Every command a wait sends goes through a client of
+its own with a socket timeout of a slice plus `SOCKET_MARGIN`, so a connection
+that died silently cannot hold a wait past its deadline (Celery's ``get()``
+hanging after a disconnect).
 Lua scripts build the per-id wake keys themselves, so the store is not for Redis Cluster.
 """
 
@@ -61,7 +62,7 @@ __all__ = ["RedisResultStore", "open_redis_store"]
 
 #: the longest one BLPOP blocks before the wait registers and reads again
 BLOCK_SLICE = 1.0
-#: added to a slice for the blocking client's socket timeout
+#: added to a slice for the socket timeout of the client a wait talks through
 SOCKET_MARGIN = 5.0
 #: how long a wake list or a waiters set outlives its last use, in milliseconds
 WAKE_TTL_MS = 60_000
@@ -88,8 +89,9 @@ class RedisResultStore:
         self.clock = clock
         self.prefix = settings.prefix
         self.client = connect(settings)
-        # No retries here: wait() retries by itself, within its own deadline.
-        self._blocking = redis.Redis.from_url(
+        # Everything a wait sends goes through this client: a socket timeout always (a connection
+        # that died silently cannot hold a wait), and no retries (wait retries within its deadline).
+        self._waiting = redis.Redis.from_url(
             settings.url,
             socket_connect_timeout=None if settings.connect_timeout_ms is None else settings.connect_timeout_ms / 1000,
             socket_timeout=BLOCK_SLICE + SOCKET_MARGIN,
@@ -190,7 +192,7 @@ class RedisResultStore:
     def _watch(self, id: str, waiters: str, token: str) -> ResultRecord | None:
         """Register this wait and read the record in one MULTI: result_store.lua sees one or the other."""
         with translated():
-            pipe = self.client.pipeline(transaction=True)
+            pipe = self._waiting.pipeline(transaction=True)
             pipe.sadd(waiters, token)
             pipe.pexpire(waiters, WAKE_TTL_MS)
             pipe.hgetall(self._key("result:", id))
@@ -201,7 +203,7 @@ class RedisResultStore:
         """BLPOP this wait's own list; the error (returned, not raised) when Redis cannot be reached."""
         try:
             with translated():
-                self._blocking.blpop([wake], timeout=max(seconds, 0.01))
+                self._waiting.blpop([wake], timeout=max(seconds, 0.01))
         except DriverUnavailable as error:
             return error
         return None
@@ -209,7 +211,7 @@ class RedisResultStore:
     def _unwatch(self, waiters: str, token: str, wake: str) -> None:
         try:
             with translated():
-                pipe = self.client.pipeline(transaction=False)
+                pipe = self._waiting.pipeline(transaction=False)
                 pipe.srem(waiters, token)
                 pipe.delete(wake)
                 pipe.execute()
@@ -286,7 +288,7 @@ class RedisResultStore:
 
     def close(self) -> None:
         self.client.close()
-        self._blocking.close()
+        self._waiting.close()
 
 
 def open_redis_store(url: str, *, clock: Clock, prefix: str = "jobbridge:", **options: Any) -> RedisResultStore:

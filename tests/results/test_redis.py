@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 import uuid
@@ -13,6 +14,7 @@ import redis
 
 from jobbridge.errors import ConfigurationError, DriverUnavailable
 from jobbridge.results import PENDING, STARTED, SUCCESS, ResultRecord, open_store
+from jobbridge.results import redis as results_redis
 from jobbridge.results.redis import RedisResultStore, open_redis_store
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.results_contract import WAKE_TIMEOUT, Reopen, ResultStoreContract, StoreUrl
@@ -188,4 +190,33 @@ def test_a_wait_on_a_dead_redis_ends_at_its_deadline(tmp_path: Path) -> None:
         waiter.join(30)
         store.close()
         assert not waiter.is_alive(), "wait() outlived its timeout on a dead server"
+        assert isinstance(outcome[0], DriverUnavailable)
+
+
+def test_a_wait_on_a_frozen_redis_ends_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGSTOP keeps the sockets open and answers nothing: the silent half-open connection of a network cut."""
+    monkeypatch.setattr(results_redis, "BLOCK_SLICE", 0.5)
+    monkeypatch.setattr(results_redis, "SOCKET_MARGIN", 0.5)
+    with own_redis(RESTART_PORT, tmp_path) as server:
+        assert server.process is not None
+        store = open_redis_store(server.url, clock=FixedClock(), connect_timeout_ms=200)
+        store.store(ResultRecord("job", STARTED), 3600)
+        assert store.wait("job", 0.1) is not None  # the wait's connection is open and pooled
+        outcome: list[BaseException | ResultRecord | None] = []
+
+        def wait() -> None:
+            try:
+                outcome.append(store.wait("job", 1.0))
+            except DriverUnavailable as error:
+                outcome.append(error)
+
+        server.process.send_signal(signal.SIGSTOP)
+        try:
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            waiter.join(30)
+            assert not waiter.is_alive(), "wait() hung on a server that stopped answering"
+        finally:
+            server.process.send_signal(signal.SIGCONT)
+        store.close()
         assert isinstance(outcome[0], DriverUnavailable)
