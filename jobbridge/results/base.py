@@ -95,7 +95,8 @@ class ResultStore(Protocol):
 
         The result may be None or not ready (the timeout passed). It wakes on the
         store's signal where the backend has one, and never blocks past the
-        timeout for long because a connection dropped.
+        timeout for long because a connection dropped: errors while the store
+        is unreachable are retried until the deadline, then raised as `DriverUnavailable`.
         """
         ...
 
