@@ -132,7 +132,7 @@ def publish(app: Celery, name: str, args: Sequence[Any] | None, kwargs: Mapping[
     now = bridge.clock.now()
     task_id = str(options.get("task_id") or new_id())
     eta = _eta(app, options, now)
-    expires = options.get("expires")
+    expires = options.get("expires", getattr(task, "expires", None))
     expires_at = moment(app, expires, now, "expires") if expires is not None else None
     hard, soft = time_limits(app, task, options)
     headers = _headers(name, task_id, options, eta, expires_at, (hard, soft), plain_args, plain_kwargs, task)

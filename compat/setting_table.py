@@ -7,9 +7,9 @@ Each setting is one of three kinds:
   value changes nothing; the reason says why (docs/compat.md lists them all);
 - ``refuse``: jobbridge cannot do what it asks; the error says what to write instead.
 
-A rule may look at the value: an accepted setting given a value jobbridge cannot honour
-is refused (``task_serializer = "pickle"``), and a refused one given its harmless default
-is accepted (``beat_schedule = {}``). A name in none of these tables is an error.
+A rule may look at the value: an accepted setting given a value jobbridge cannot honour is
+refused (``task_serializer = "pickle"``), and a refused one given its harmless default is
+accepted (``beat_schedule = {}``). A name in none of these tables is an error.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class Rule:
 
 
 def _empty(value: Any) -> bool:
-    return value is None or value is False or value == "" or value == {} or value == [] or value == ()
+    return value is None or value is False or value in ("", {}, [], ())
 
 
 def _is(*allowed: Any) -> Callable[[Any], bool]:
@@ -51,7 +51,6 @@ def _json_only(value: Any) -> bool:
 
 def _json(value: Any) -> bool:
     return value is None or str(value).lower() in ("json", "application/json")
-
 
 _QUEUE_NAMES = "jobbridge routes by queue name alone: there are no exchanges, bindings or queue types to declare"
 _CONNECTION = ("each jobbridge driver manages its own client: a worker backs off and retries a store that "
@@ -82,17 +81,14 @@ _BROKER_PARTS = "write one broker_url (redis://user:password@host:port/db, sqla+
 _LOGGING = ("configure logging yourself: connect celery.signals.setup_logging (jobbridge then leaves "
             "logging alone) or call logging.config.dictConfig in your app")
 _CANVAS = "remove it: chords and callbacks arrive with canvas support, the next issue"
-
 RULES: dict[str, Rule] = {}
 OLD_NAMES: dict[str, str] = {}
-
 
 def _add(rule: Rule, names: str) -> None:
     for line in names.strip().splitlines():
         new, old = line.split()
         RULES[new] = rule
         OLD_NAMES[old] = new
-
 
 # -- honoured -----------------------------------------------------------------------------------
 _add(Rule("honour", "selects the jobbridge driver and its URL (see docs/compat.md, broker URLs)"), """
