@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import pytest
 
 from jobbridge import signals
-from jobbridge.envelope import Envelope, new_id
+from jobbridge.drivers.memory import MemoryDriver
+from jobbridge.envelope import Envelope, Reservation, new_id
 from jobbridge.testing.clock import FixedClock
 from tests.worker import jobs
 from tests.worker.conftest import Harness
@@ -138,3 +142,32 @@ def test_worker_signals_are_sent_with_the_worker_as_sender(harness: Harness, con
         signals.worker_started.disconnect(started)
         signals.worker_stopping.disconnect(stopping)
     assert seen == [("started", worker), ("stopping", worker)]
+
+
+class Counting(MemoryDriver):
+    """Records the size of every reserve and acknowledge."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.reserved: list[int] = []
+        self.acknowledged: list[int] = []
+
+    def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
+        got = super().reserve(queues, limit, wait=wait)
+        self.reserved.append(len(got))
+        return got
+
+    def acknowledge(self, reservations: Sequence[Reservation]) -> None:
+        self.acknowledged.append(len(reservations))
+        super().acknowledge(reservations)
+
+
+def test_jobs_are_reserved_and_acknowledged_in_batches(harness: Harness, clock: FixedClock) -> None:
+    driver = Counting(clock=clock)
+    bridge = harness.bridge(driver=driver)
+    bridge.dispatch_many(jobs.Noop(n=i) for i in range(500))
+    stats = harness.worker(bridge, concurrency=8, stop_when_empty=True).run()
+    assert stats.succeeded == 500 and sum(driver.acknowledged) == 500
+    assert len(driver.reserved) < 500 / 5, f"reserve calls: {driver.reserved}"
+    assert max(driver.reserved) > 8, "short jobs are reserved ahead of the threads"
+    assert max(driver.acknowledged) > 1 and len(driver.acknowledged) < 500
