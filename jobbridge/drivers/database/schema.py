@@ -20,13 +20,21 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 from sqlalchemy.dialects import mysql
+from sqlalchemy.engine import Dialect
 
 #: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change
 SCHEMA_VERSION = 1
 
 metadata = MetaData()
+
+
+def _not_postgresql(ddl: Any, target: Any, bind: Any, tables: Any = None, state: Any = None, *,
+                    dialect: Dialect, compiler: Any = None, checkfirst: bool = False) -> bool:
+    return dialect.name != "postgresql"
+
 
 # MySQL's BLOB and TEXT stop at 64 KiB: a large payload or a long traceback needs the bigger kinds.
 _Body = LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
@@ -47,10 +55,16 @@ jobs = Table(
     Column("created_at", _Time, nullable=False),
     Column("token", String(36), nullable=True),
     Column("reserved_until", _Time, nullable=True),
-    # reserve: equality on queue, IS NULL on reserved_until, then the index gives the order
-    Index("jobbridge_jobs_ready", "queue", "reserved_until", "available_at", "id"),
-    # reclaim_expired: only reserved rows have a lease to lapse
-    Index("jobbridge_jobs_lease", "reserved_until"),
+    # reserve: MariaDB and SQLite treat IS NULL on reserved_until as an equality, so the
+    # index hands rows over in claim order; PostgreSQL does not, and would sort every ready
+    # row of the queue, so it gets a partial index holding only the unreserved rows.
+    Index("jobbridge_jobs_ready", "queue", "reserved_until", "available_at", "id").ddl_if(
+        callable_=_not_postgresql),
+    Index("jobbridge_jobs_unreserved", "queue", "available_at", "id",
+          postgresql_where=text("reserved_until IS NULL")).ddl_if(dialect="postgresql"),
+    # reclaim_expired: only reserved rows have a lease to lapse (partial where the dialect can)
+    Index("jobbridge_jobs_lease", "reserved_until", postgresql_where=text("reserved_until IS NOT NULL"),
+          sqlite_where=text("reserved_until IS NOT NULL")),
     **_MYSQL,
 )
 
