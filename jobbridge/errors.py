@@ -10,7 +10,9 @@
     ├── UnknownJob                a job name no module registered (dispatch or run)
     ├── PayloadError
     │   ├── PayloadEncodeError    a payload field that cannot become JSON (raised at dispatch)
+    │   │   └── ResultEncodeError a job's return value that cannot be stored (jobbridge.results)
     │   └── PayloadDecodeError    a stored message that cannot become a job again
+    ├── UnknownCounter            a chord's join counter that was never set, or expired (jobbridge.results)
     ├── NoFailedJob               retry of an id the failed store does not hold
     ├── NotAFake                  a QueueFake assertion called on a real queue
     ├── DriverError               a store failed (the client's exception is the __cause__)
