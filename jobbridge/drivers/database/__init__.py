@@ -34,12 +34,9 @@ from jobbridge.errors import ConfigurationError
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources
 
-__all__ = ["DEFAULT_URL", "REFUSED", "SCHEMA_VERSION", "SETTINGS", "DatabaseDriver", "metadata", "open"]
+__all__ = ["REFUSED", "SCHEMA_VERSION", "SETTINGS", "DatabaseDriver", "metadata", "open"]
 
 SETTINGS = frozenset({"url", "reservation"})
-
-#: where jobs live when nothing is configured (relative to the working directory)
-DEFAULT_URL = "sqlite:///jobbridge.sqlite3"
 
 _TABLES = "jobbridge_jobs, jobbridge_failed_jobs, jobbridge_locks and jobbridge_schema"
 
