@@ -205,3 +205,20 @@ def test_an_attempt_stuck_in_c_gets_the_process_re_executed(env: Env) -> None:
     assert "replacing this worker process" in env.output(proc)
     proc.send_signal(signal.SIGTERM)
     assert exited(proc) == 0
+
+
+def test_max_tasks_per_child_recycles_processes_and_stop_when_empty_ends_the_supervisor(env: Env) -> None:
+    env.bridge.dispatch_many(app_jobs.Record(n=i) for i in range(12))
+    proc = env.worker("--processes", "1", "--max-tasks-per-child", "5", "--concurrency", "2")
+    wait_for(lambda: len(env.events("ran")) == 12, "the jobs to run")
+    proc.send_signal(signal.SIGTERM)
+    assert exited(proc) == 0
+    output = env.output(proc)
+    assert output.count("finished its share; starting a fresh one") >= 2
+    assert len({fields[4] for fields in env.events("ran")}) >= 3, "three processes took five jobs each at most"
+    assert "Processed 12 job attempt(s): 12 succeeded" in output
+
+    env.bridge.dispatch_many(app_jobs.Record(n=i) for i in range(12, 20))
+    drain = env.worker("--processes", "2", "--stop-when-empty")
+    assert exited(drain) == 0, "the supervisor ends once every child has drained the queues"
+    assert "Processed 8 job attempt(s): 8 succeeded" in env.output(drain)
