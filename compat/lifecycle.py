@@ -6,7 +6,8 @@ app's): ``celeryd_init``, ``worker_init``, ``worker_process_init``,
 (unless the app configures logging itself through ``setup_logging``), then
 ``worker_ready``. On ``worker_stopping``: ``worker_shutting_down``. When the
 worker's process ends (the core's ``worker_stopped`` where it exists, else at
-interpreter exit): ``worker_process_shutdown``, then ``worker_shutdown``.
+interpreter exit): ``worker_process_shutdown``, then ``worker_shutdown``. On
+``message_discarded``: ``task_unknown`` (no such task) or ``task_rejected``.
 
 jobbridge sends its worker events in every worker process, so with
 ``--processes N`` the once-per-worker Celery signals fire once per process.
@@ -25,6 +26,7 @@ from jobbridge import JobBridge
 from jobbridge import signals as core
 
 from . import runner, signals
+from .exceptions import InvalidTaskError, NotRegistered
 
 if TYPE_CHECKING:
     from .app import Celery
@@ -116,7 +118,19 @@ def _at_exit() -> None:
         _shutdown(info)
 
 
+def on_message_discarded(sender: Any, envelope: Any = None, reason: str = "", **kwargs: Any) -> None:
+    """A message no worker can run: Celery's task_unknown (no such task) or task_rejected (unreadable)."""
+    if envelope is None:
+        return
+    if reason.startswith("UnknownJob"):
+        signals.task_unknown.send(sender=None, message=envelope, exc=NotRegistered(envelope.name),
+                                  name=envelope.name, id=envelope.id)
+    else:
+        signals.task_rejected.send(sender=None, message=envelope, exc=InvalidTaskError(reason))
+
+
 core.worker_started.connect(on_worker_started, weak=False)
+core.message_discarded.connect(on_message_discarded, weak=False)
 core.worker_stopping.connect(on_worker_stopping, weak=False)
 _stopped = getattr(core, "worker_stopped", None)
 if _stopped is not None:

@@ -73,7 +73,16 @@ class CeleryJob(Job, abstract=True):
     celery_task: Any = None
 
     def handle(self, ctx: JobContext) -> None:
-        run(type(self).celery_task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
+        task = type(self).celery_task
+        try:
+            run(task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
+        except (AcknowledgeJob, ReleaseJob, FailJob):
+            raise
+        except Exception as exc:  # the facade's own machinery failed, not the task
+            signals.task_internal_error.send(sender=task, task_id=ctx.id, args=self.args, kwargs=self.kwargs,
+                                             request=None, exception=exc, traceback=exc.__traceback__,
+                                             einfo=ExceptionInfo(exc, internal=True))
+            raise
 
     def failed(self, ctx: JobContext, error: BaseException) -> None:
         """The core gave up without the task having said so (attempts exhausted by lost workers)."""

@@ -149,3 +149,22 @@ def test_connecting_setup_logging_tells_jobbridge_to_leave_logging_alone() -> No
         signals.setup_logging.disconnect(configure)
     assert not logging_is_configured_by_app()
     assert not signals.configure_logging("INFO")
+
+
+def test_a_message_for_an_unknown_task_sends_task_unknown(app: Celery, clock: Any) -> None:
+    from jobbridge import Envelope
+
+    got: list[Any] = []
+
+    def unknown(name: str = "", exc: Any = None, **kwargs: Any) -> None:
+        got.append((name, type(exc).__name__))
+
+    signals.task_unknown.connect(unknown)
+    try:
+        bridge = app.jobbridge_app()
+        bridge.push([Envelope(id="m-1", name="gone.task", queue="celery", payload={"args": [], "kwargs": {}},
+                              tries=1, timeout=10, available_at=clock.now(), created_at=clock.now())])
+        assert bridge.run_pending(["celery"]).failed == 1
+    finally:
+        signals.task_unknown.disconnect(unknown)
+    assert got == [("gone.task", "NotRegistered")]
