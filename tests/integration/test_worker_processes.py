@@ -222,3 +222,18 @@ def test_max_tasks_per_child_recycles_processes_and_stop_when_empty_ends_the_sup
     drain = env.worker("--processes", "2", "--stop-when-empty")
     assert exited(drain) == 0, "the supervisor ends once every child has drained the queues"
     assert "Processed 8 job attempt(s): 8 succeeded" in env.output(drain)
+
+
+def test_a_second_signal_to_the_supervisor_kills_the_children(env: Env) -> None:
+    env.bridge.dispatch(app_jobs.Slow(tag="long", seconds=60))
+    proc = env.worker("--processes", "2", "--concurrency", "1")
+    wait_for(lambda: env.events("start", "long"), "the long job to start")
+    children = started_children(env, proc)
+    proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: "worker stopping (received SIGTERM)" in env.output(proc), "the children to be told")
+    proc.send_signal(signal.SIGTERM)
+    assert exited(proc) == 1
+    assert all(gone(pid) for pid in children)
+    assert env.events("done", "long") == [], "the job was cut off; it runs again once its lease lapses"
+    (counts,) = env.bridge.driver().counts()
+    assert counts.reserved == 1
