@@ -131,6 +131,10 @@ class Task:
                     task_id: str | None = None, producer: Any = None, link: Any = None,
                     link_error: Any = None, shadow: str | None = None, **options: Any) -> AsyncResult:
         """Publish the task (or run it inline under task_always_eager); an AsyncResult with its id."""
+        if args is not None and not isinstance(args, list | tuple):
+            raise TypeError(f"{self.name}.apply_async(): args must be a list or tuple, not {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            raise TypeError(f"{self.name}.apply_async(): kwargs must be a mapping, not {type(kwargs).__name__}")
         args, kwargs = tuple(args or ()), dict(kwargs or {})
         self.check_arguments(*args, **kwargs)
         options.update({k: v for k, v in (("producer", producer), ("link", link), ("link_error", link_error),

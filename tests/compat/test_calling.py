@@ -325,3 +325,13 @@ def test_a_publish_receiver_may_add_headers(app: Celery) -> None:
     finally:
         signals.before_task_publish.disconnect(stamp)
     assert seen == ["t-1"]
+
+
+def test_args_must_be_a_list_or_tuple(app: Celery) -> None:
+    @app.task
+    def echo(text: str) -> None: ...
+
+    with pytest.raises(TypeError, match="args must be a list or tuple"):
+        echo.apply_async("hello")
+    with pytest.raises(TypeError, match="kwargs must be a mapping"):
+        echo.apply_async((), [("text", "x")])

@@ -96,7 +96,7 @@ def test_django_project(tmp_path: Path, store: dict[str, str]) -> None:
 def test_flask_project(tmp_path: Path, store: dict[str, str]) -> None:
     app = use(load("flaskproj").celery)
     views = load("flaskproj.views")
-    worker = start(tmp_path, "flaskproj:celery", store, "-Q", "default,mail", "-c", "2")
+    worker = start(tmp_path, "flaskproj:celery", store, "-Q", "default,mail", "-c", "2", "-n", "mailer@%h")
     try:
         views.signup("ann@example.com")
         worker.wait_for(lambda ev: finished(ev, "flaskproj.mail.send_mail"), "the mail to be sent")
@@ -108,6 +108,7 @@ def test_flask_project(tmp_path: Path, store: dict[str, str]) -> None:
     lifecycle_is_celerys(events)
     mails = of(events, "send_mail")
     assert [m[3] for m in mails] == [0, 1] and all(m[4] is True for m in mails)
+    assert all(m[6].startswith("mailer@") for m in mails)
     assert names([e for e in events if e[0].startswith("task_")]) == [
         "task_prerun", "task_retry", "task_postrun", "task_prerun", "task_success", "task_postrun"]
 

@@ -14,7 +14,8 @@ def deliver(to, subject, body):
 
 @celery.task(bind=True, max_retries=5, default_retry_delay=1)
 def send_mail(self, to, subject, body):
-    record("send_mail", to, subject, self.request.retries, in_app_context(), app.config["MAIL_SERVER"])
+    record("send_mail", to, subject, self.request.retries, in_app_context(), app.config["MAIL_SERVER"],
+           self.request.hostname)
     try:
         deliver(to, subject, body)
     except SMTPTemporaryError as exc:
