@@ -9,7 +9,7 @@ import pytest
 
 from jobbridge import signals
 from jobbridge.drivers.memory import MemoryDriver
-from jobbridge.envelope import Envelope, Reservation, new_id
+from jobbridge.envelope import Envelope, Reservation, new_id, undecodable
 from jobbridge.testing.clock import FixedClock
 from tests.worker import jobs
 from tests.worker.conftest import Harness
@@ -171,3 +171,23 @@ def test_jobs_are_reserved_and_acknowledged_in_batches(harness: Harness, clock: 
     assert len(driver.reserved) < 500 / 5, f"reserve calls: {driver.reserved}"
     assert max(driver.reserved) > 8, "short jobs are reserved ahead of the threads"
     assert max(driver.acknowledged) > 1 and len(driver.acknowledged) < 500
+
+
+class Garbled(MemoryDriver):
+    """Hands out its stored jobs as bodies it could not decode, as a driver reading bytes would."""
+
+    def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
+        return [Reservation(undecodable(id=r.id, queue=r.envelope.queue, attempts=r.attempt, now=0.0),
+                            r.receipt, r.lease_until, body=b"\x00garbage", decode_error="stored message is not JSON")
+                for r in super().reserve(queues, limit, wait=wait)]
+
+
+def test_an_undecodable_message_is_failed_at_once_with_its_body(harness: Harness, clock: FixedClock) -> None:
+    driver = Garbled(clock=clock)
+    bridge = harness.bridge(driver=driver)
+    bridge.dispatch(jobs.Noop(n=1))
+    stats = harness.worker(bridge, stop_when_empty=True).run()
+    assert (stats.processed, stats.failed) == (1, 1)
+    (failed,) = driver.failed_jobs()
+    assert failed.error == "undecodable message: stored message is not JSON"
+    assert failed.body == b"\x00garbage" and jobs.RAN == []
