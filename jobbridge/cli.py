@@ -97,8 +97,8 @@ def app_options(func: F) -> F:
                         help="Which declared connection to use (default: the default connection).")(func)
     return click.option(
         "-A", "--app", "app", metavar="MODULE[:ATTR]",
-        help="Your app: a JobBridge, a Celery facade app, or a function returning one. Without -A, "
-             "the settings come from JOBBRIDGE_* variables or jobbridge.toml.")(func)
+        help="Your app: a JobBridge, a Celery facade app, or a function returning one. The worker needs "
+             "it; the other commands can do without (settings from JOBBRIDGE_* or jobbridge.toml).")(func)
 
 
 def _bridge(spec: str | None) -> JobBridge:
