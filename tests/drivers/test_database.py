@@ -250,7 +250,7 @@ def test_a_waiting_reserve_wakes_when_another_connection_pushes(pg_url: str, clo
     assert waiter.capabilities.blocking_reserve
     thread, result = _reserve_in_thread(waiter, wait=5)
     time.sleep(0.5)  # let it find the table empty and start waiting
-    (env,) = [make_envelope(clock)]
+    env = make_envelope(clock)
     pusher.push([env])
     thread.join(timeout=10)
     assert [r.id for r in result["got"]] == [env.id]
