@@ -108,7 +108,6 @@ class Celery:
         if namespace is not None:
             self.namespace = namespace
         self.conf.load(source, self.namespace)
-        self.on_after_configure.send(sender=self, source=source)
 
     def config_from_envvar(self, variable_name: str, silent: bool = False, force: bool = False) -> None:
         import os
@@ -226,9 +225,15 @@ class Celery:
             if self._finalized:
                 return
             self._finalized = True
-            for module in (*self.conf["imports"], *self.conf["include"]):
-                importlib.import_module(module)
-            self._discover()
+            try:
+                self.on_configure.send(sender=self)
+                self.on_after_configure.send(sender=self, source=self.conf)
+                for module in (*self.conf["imports"], *self.conf["include"]):
+                    importlib.import_module(module)
+                self._discover()
+            except BaseException:
+                self._finalized = False  # the next use fails the same way, never half-loaded
+                raise
         self.on_after_finalize.send(sender=self)
         from .signals import import_modules
 

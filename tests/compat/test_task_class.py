@@ -86,3 +86,15 @@ def test_shared_tasks_follow_the_current_app(make_app: Any) -> None:
     assert first.jobbridge_app().driver().pending_count("celery") == 0
     first.set_current()
     assert ping.app is first and ping() == "pong"
+
+
+def test_periodic_tasks_set_up_on_configure_are_refused_when_the_app_loads(make_app: Any) -> None:
+    app = make_app("beat")
+
+    @app.on_after_configure.connect
+    def setup_periodic_tasks(sender: Any, **kwargs: Any) -> None:
+        sender.add_periodic_task(10.0, app.task(lambda: None, name="tick").s())
+
+    for _ in range(2):
+        with pytest.raises(RefusedFeature, match="no beat scheduler"):
+            app.jobbridge_app()
