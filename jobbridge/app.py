@@ -144,8 +144,9 @@ class JobBridge:
         """Store built envelopes (unique locks taken first); what `dispatch` ends with."""
         conn = self.settings.connection(connection).name
         driver = self.driver(conn)
-        kept = [env for env in envelopes if self._lock_unique(driver, conn, env)]
-        if transaction is not None:
+        joins = transaction is not None and driver.capabilities.transactional_push
+        kept = [env for env in envelopes if self._lock_unique(driver, conn, env, transaction if joins else None)]
+        if transaction is not None and not joins:
             for env in kept:
                 if env.unique_key is not None:
                     on_rollback(transaction, functools.partial(driver.release_lock, env.unique_key, env.id))
@@ -154,7 +155,7 @@ class JobBridge:
         ids = {env.id for env in kept}
         return [env.id if env.id in ids else None for env in envelopes]
 
-    def _lock_unique(self, driver: Driver, connection: str, env: Envelope) -> bool:
+    def _lock_unique(self, driver: Driver, connection: str, env: Envelope, transaction: object | None) -> bool:
         if env.unique_key is None:
             return True
         if not driver.capabilities.shared_locks:
@@ -163,7 +164,7 @@ class JobBridge:
                 log.warning("connection %r has no shared lock store: unique jobs are dispatched "
                             "without deduplication", connection)
             return True
-        return driver.acquire_lock(env.unique_key, env.id, env.unique_for or 3600.0)
+        return driver.acquire_lock(env.unique_key, env.id, env.unique_for or 3600.0, transaction=transaction)
 
     def _store(self, driver: Driver, connection: str, envs: list[Envelope], transaction: object | None) -> None:
         def announce() -> None:

@@ -101,8 +101,12 @@ class Driver(Protocol):
         """How many jobs the failed store holds."""
         ...
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
-        """Take the unique-job lock ``key`` for ``ttl`` seconds unless someone holds it."""
+    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
+        """Take the unique-job lock ``key`` for ``ttl`` seconds unless someone holds it.
+
+        A driver with ``transactional_push`` takes it inside ``transaction`` (so a
+        rollback drops it); the others ignore ``transaction``.
+        """
         ...
 
     def release_lock(self, key: str, owner: str) -> None:

@@ -208,7 +208,7 @@ class MemoryDriver:
         with self._cond:
             return len(self._failed)
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
         with self._cond:
             now = self.clock.now()
             held = self._locks.get(key)

@@ -267,7 +267,7 @@ class SqsDriver:
 
     # -- locks (SQS has none) ---------------------------------------------------------------------
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
         """Always granted: SQS holds no locks (``shared_locks`` is false, and the app warns)."""
         return True
 

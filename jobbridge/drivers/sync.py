@@ -109,7 +109,7 @@ class SyncDriver:
     def failed_count(self) -> int:
         return self._store.failed_count()
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
         return True
 
     def release_lock(self, key: str, owner: str) -> None:

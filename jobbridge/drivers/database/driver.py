@@ -337,8 +337,14 @@ class DatabaseDriver:
 
     # -- locks, schema, life cycle -------------------------------------------
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
         now = self.clock.now()
+        if transaction is not None:
+            # In the caller's transaction: a rollback drops the lock with the job row, and on
+            # SQLite a second connection would wait on the caller's own write lock until commit.
+            conn = self._joined(transaction)
+            with translated("take a unique lock in the caller's transaction"):
+                return self._locks.acquire(conn, key=key, owner=owner, now=now, until=now + ttl)
         return self._write("take a unique lock", lambda conn: self._locks.acquire(
             conn, key=key, owner=owner, now=now, until=now + ttl))
 

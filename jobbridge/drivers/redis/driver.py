@@ -264,7 +264,7 @@ class RedisDriver:
                 out.append(counts)
         return out
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
         return self._locks.acquire(key, owner, ttl)
 
     def release_lock(self, key: str, owner: str) -> None:
