@@ -20,6 +20,8 @@ from benchmarks.common import Options, ProbeServer
 from benchmarks.report import machine, render_latency, render_rows
 
 BACKENDS = ("sqlite", "postgres", "mysql", "redis")
+#: the backends with peers to measure; sqlite and mysql run jobbridge alone, in the current interpreter
+WITH_PEERS = ("postgres", "redis", "all")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -50,7 +52,8 @@ def backend_module(name: str) -> ModuleType:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse(argv)
-    venv_problem = None if args.no_venv else venv.reexec(args.venv, argv)
+    needs_venv = args.backend in WITH_PEERS and not args.no_venv
+    venv_problem = venv.reexec(args.venv, argv) if needs_venv else None
     opts = Options(jobs=args.jobs, time_limit=args.time_limit, latency_samples=args.latency_samples,
                    latency_budget=args.latency_budget)
     only = {name.strip() for name in args.only.split(",") if name.strip()} or None
