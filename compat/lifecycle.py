@@ -92,7 +92,9 @@ def on_worker_stopping(sender: Any, **kwargs: Any) -> None:
     app = _app_of(sender)
     if app is None:
         return
-    signals.worker_shutting_down.send(sender=sender.options.hostname, sig=None, how="Warm", exitcode=0)
+    reason = str(kwargs.get("reason") or "")
+    sig = reason.removeprefix("received ") if reason.startswith("received SIG") else None
+    signals.worker_shutting_down.send(sender=sender.options.hostname, sig=sig, how="Warm", exitcode=0)
 
 
 def on_worker_stopped(sender: Any, **kwargs: Any) -> None:
@@ -131,8 +133,12 @@ def on_message_discarded(sender: Any, envelope: Any = None, reason: str = "", **
 
 core.worker_started.connect(on_worker_started, weak=False)
 core.message_discarded.connect(on_message_discarded, weak=False)
+def on_configure_logging(sender: Any, loglevel: str = "INFO", **kwargs: Any) -> bool:
+    """The CLI asks before it sets up logging: an app that connected setup_logging does it instead."""
+    return signals.configure_logging(loglevel)
+
+
 core.worker_stopping.connect(on_worker_stopping, weak=False)
-_stopped = getattr(core, "worker_stopped", None)
-if _stopped is not None:
-    _stopped.connect(on_worker_stopped, weak=False)
+core.worker_stopped.connect(on_worker_stopped, weak=False)
+core.worker_configure_logging.connect(on_configure_logging, weak=False)
 atexit.register(_at_exit)

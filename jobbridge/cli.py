@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import click
 
+from jobbridge import signals
 from jobbridge.app import JobBridge
 from jobbridge.drivers.base import Driver
 from jobbridge.errors import JobBridgeError, NoFailedJob
@@ -56,7 +57,8 @@ CELERY_REFUSED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
     (("--prefetch-multiplier",), True, "the worker reserves only what its threads will start soon (about "
      "20 ms of work ahead while jobs are short); drop the option"),
     (("--time-limit", "--soft-time-limit"), True, "a time limit belongs to each job: set timeout= on the "
-     "job class"),
+     "job class, or with the Celery facade @app.task(time_limit=..., soft_time_limit=...) or the "
+     "task_time_limit / task_soft_time_limit settings"),
     (("--max-memory-per-child",), True, "memory is not measured; recycle by count with "
      "--max-tasks-per-child, or cap memory in the process manager (systemd MemoryMax=)"),
     (("--purge", "--discard"), False, "a worker never discards waiting jobs; `jobbridge flush` deletes the "
@@ -190,17 +192,24 @@ def worker(**kwargs: Any) -> None:
     (blocked outside Python) gets this process replaced.
     """
     args = WorkerArgs(**kwargs)
-    logging.basicConfig(level=args.loglevel.upper().replace("FATAL", "CRITICAL"), format=LOG_FORMAT)
     if not args.app:
         raise click.UsageError("jobbridge worker needs -A MODULE[:ATTR]: it runs jobs by name, and finds "
                                "their classes in the app that registers them")
     bridge = load_app(args.app)
+    _configure_logging(args.loglevel.upper().replace("FATAL", "CRITICAL"))
     options = _worker_options(args, bridge.settings)
     if args.supervised is None:
         check_worker_driver(bridge, options.connection)
         if options.processes > 1 or args.max_tasks_per_child:
             sys.exit(_supervise(args, bridge, options))
     sys.exit(_work(args, bridge, options))
+
+
+def _configure_logging(level: str) -> None:
+    """Set up logging unless the app asked to do it itself (Celery's setup_logging, for one)."""
+    answers = signals.worker_configure_logging.send(None, loglevel=level)
+    if not any(result is True for _, result in answers):
+        logging.basicConfig(level=level, format=LOG_FORMAT)
 
 
 def _worker_options(args: WorkerArgs, settings: Settings) -> WorkerOptions:

@@ -36,21 +36,29 @@ def load_app(spec: str) -> JobBridge:
     module = _import(module_name, spec)
     if attr:
         return _as_bridge(_attribute(module, attr, spec), f"{module_name}:{attr}")
-    tried: list[str] = []
-    for name in MODULE_ATTRIBUTES:
-        tried.append(f"{module_name}:{name}")
-        found = getattr(module, name, None)
-        if found is not None and not isinstance(found, ModuleType):
-            return _as_bridge(found, f"{module_name}:{name}")
+    tried = [f"{module_name}:{name}" for name in MODULE_ATTRIBUTES]
+    found = [(n, getattr(module, n, None)) for n in MODULE_ATTRIBUTES]
+    found = [(n, f) for n, f in found if f is not None and not isinstance(f, ModuleType)]
+    # An app proper first: `app` in a Flask project is the Flask object, callable but no JobBridge.
+    for name, candidate in found:
+        if _is_app(candidate):
+            return _as_bridge(candidate, f"{module_name}:{name}")
     celery_module = f"{module_name}.celery"
     tried.append(f"{celery_module}:app")
     sub = _import_optional(celery_module)
     if sub is not None and getattr(sub, "app", None) is not None:
         return _as_bridge(sub.app, f"{celery_module}:app")
+    for name, candidate in found:
+        if callable(candidate):
+            return _as_bridge(candidate, f"{module_name}:{name}")
     raise AppNotFound(
         f"-A {spec}: found no app in module {module_name!r}; tried {', '.join(tried)}. "
         f"Name it explicitly: -A {module_name}:<attribute>"
     )
+
+
+def _is_app(found: Any) -> bool:
+    return isinstance(found, JobBridge) or callable(getattr(found, "jobbridge_app", None))
 
 
 def _cwd_on_path() -> None:

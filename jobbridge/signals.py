@@ -22,13 +22,19 @@ job_processed = _signals.signal("job_processed", doc="an attempt succeeded: ctx,
 job_released = _signals.signal("job_released", doc="an attempt failed, tries left: ctx, delay, error, exception")
 job_failed = _signals.signal("job_failed", doc="attempts exhausted: ctx, error, exception")
 worker_started = _signals.signal("worker_started", doc="a worker began reserving: worker")
-worker_stopping = _signals.signal("worker_stopping", doc="a worker takes no new jobs: worker, stats")
+worker_stopping = _signals.signal("worker_stopping", doc="a worker takes no new jobs: worker, stats, reason")
+worker_stopped = _signals.signal("worker_stopped", doc="a worker's loop has ended, jobs settled: worker, stats")
+worker_configure_logging = _signals.signal(
+    "worker_configure_logging",
+    doc="the CLI is about to set up logging: loglevel; a receiver returning True has done it instead",
+)
 message_discarded = _signals.signal("message_discarded", doc="a message that could not be run was failed: reason")
 queue_operation_failed = _signals.signal("queue_operation_failed", doc="a store call failed: operation, error")
 
 ALL: tuple[NamedSignal, ...] = (
     job_dispatched, job_processing, job_processed, job_released, job_failed,
-    worker_started, worker_stopping, message_discarded, queue_operation_failed,
+    worker_started, worker_stopping, worker_stopped, worker_configure_logging, message_discarded,
+    queue_operation_failed,
 )
 
 

@@ -49,7 +49,7 @@ class Watchdog:
         import time
 
         self.grace = grace
-        self.on_stuck = on_stuck
+        self.listeners: list[Callable[[str], None]] = [on_stuck] if on_stuck is not None else []
         self._now = clock or time.monotonic
         self._heap: list[tuple[float, int, _Watch, bool]] = []
         self._cond = threading.Condition()
@@ -63,18 +63,18 @@ class Watchdog:
         entry = _Watch(threading.get_ident(), self._now() + timeout, label)
         self._schedule(entry.deadline, entry, False)
         try:
-            yield
+            try:
+                yield
+            finally:
+                with entry.lock:
+                    if not entry.done and entry.fired:
+                        # The exception was sent but the body finished first: withdraw it,
+                        # or it would surface in the worker's own code.
+                        _raise_in(entry.thread_id, None)
+                    entry.done = True
         except AttemptInterrupted:
-            with entry.lock:
-                entry.done = True
+            # Also caught when it lands inside the finally above, before the lock is taken.
             raise JobTimeout(f"attempt exceeded its timeout of {timeout:g}s and was stopped") from None
-        finally:
-            with entry.lock:
-                if not entry.done and entry.fired:
-                    # The exception was sent but the body finished first: withdraw it,
-                    # or it would surface in the worker's own code.
-                    _raise_in(entry.thread_id, None)
-                entry.done = True
 
     def _schedule(self, when: float, entry: _Watch, is_grace: bool) -> None:
         with self._cond:
@@ -102,7 +102,7 @@ class Watchdog:
                 entry.fired = True
                 _raise_in(entry.thread_id, AttemptInterrupted)
         if is_grace:
-            if self.on_stuck is not None:
-                self.on_stuck(entry.label)
+            for listener in list(self.listeners):
+                listener(entry.label)
         else:
             self._schedule(self._now() + self.grace, entry, True)

@@ -152,7 +152,7 @@ class Worker:
         self.bridge.settings.check_reservations()
         pool = _Pool(self.options.concurrency, self.executor.run, self._finished)
         watchdog = self.executor.watchdog
-        previous_on_stuck, watchdog.on_stuck = watchdog.on_stuck, self._on_stuck
+        watchdog.listeners.append(self._on_stuck)
         restore = on_stop_signals(self._on_signal)
         signals.send(signals.worker_started, self, worker=self)
         try:
@@ -162,11 +162,12 @@ class Worker:
         finally:
             restore()
             pool.close()
-            watchdog.on_stuck = previous_on_stuck
+            watchdog.listeners.remove(self._on_stuck)
         if self.stopped_at_once:
             self._announce_stop()
             log.warning("stopped at once: %d job(s) left reserved; they run again once their "
                         "reservations lapse", len(self._held))
+        signals.send(signals.worker_stopped, self, worker=self, stats=self.stats)
         return self.stats
 
     def stop(self, now: bool = False) -> None:
@@ -210,7 +211,7 @@ class Worker:
             self._announced = True
             log.info("worker stopping (%s): no new jobs; finishing %d held job(s)",
                      self._stop_reason, len(self._held))
-            signals.send(signals.worker_stopping, self, worker=self, stats=self.stats)
+            signals.send(signals.worker_stopping, self, worker=self, stats=self.stats, reason=self._stop_reason)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signals += 1

@@ -106,11 +106,15 @@ def test_unknown_name_and_bad_payload_fail_at_once_with_the_reason(bridge: JobBr
     driver.push([Envelope(id="a", name="nobody.registered", payload={}, **base),  # type: ignore[arg-type]
                  Envelope(id="b", name="tests.notify", payload={"post_id": "x"}, **base)])  # type: ignore[arg-type]
     discarded: list[str] = []
-    signals.message_discarded.connect(lambda s, **kw: discarded.append(kw["reason"]), weak=False)
+
+    def receiver(sender: Any, **kw: Any) -> None:
+        discarded.append(kw["reason"])
+
+    signals.message_discarded.connect(receiver)
     try:
         stats = bridge.run_pending()
     finally:
-        signals.message_discarded.receivers.clear()
+        signals.message_discarded.disconnect(receiver)
     assert stats.failed == 2
     errors = {f.id: f.error for f in driver.failed_jobs()}
     assert "nobody.registered" in errors["a"] and "UnknownJob" in errors["a"]
@@ -137,16 +141,20 @@ def test_signals_carry_the_job_class_and_errors(bridge: JobBridge, jobbridge_clo
 
     handlers = {s: on(n) for s, n in ((signals.job_processing, "processing"), (signals.job_released, "released"),
                                       (signals.job_failed, "failed"), (signals.job_processed, "processed"))}
+    def broken(sender: Any, **kw: Any) -> None:
+        raise ZeroDivisionError("a broken receiver is logged, not fatal")
+
     for sig, fn in handlers.items():
         sig.connect(fn, sender=Flaky)
-    signals.job_processed.connect(lambda s, **kw: 1 / 0, weak=False)  # a broken receiver is logged, not fatal
+    signals.job_processed.connect(broken)
     try:
         bridge.dispatch(Flaky(fail_times=1), tries=1)
         bridge.dispatch(Notify(post_id=1))
         bridge.run_pending(all_queues(bridge))
     finally:
-        for sig in handlers:
-            sig.receivers.clear()
+        for sig, fn in handlers.items():
+            sig.disconnect(fn)
+        signals.job_processed.disconnect(broken)
     assert seen == [("processing", Flaky), ("failed", Flaky)]
 
 
