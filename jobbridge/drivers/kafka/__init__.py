@@ -1,0 +1,65 @@
+"""The kafka driver: a topic per queue; leases, delayed and failed jobs in a shared lock store.
+
+URL: ``kafka://host:port,host:port`` selects this driver; a connection names
+its brokers in ``brokers`` (``JOBBRIDGE_KAFKA_BROKERS``), through confluent-kafka.
+
+Storage::
+
+    Kafka   {topic_prefix}{queue}     a topic per queue (created when first used, 4 partitions,
+                                      the brokers' replication): jobs that are due, as envelopes,
+                                      keyed by job id; consumer group {group} reads them, and its
+                                      committed offset never passes a job that is not settled
+    lock    leases                    a record per message read (topic/partition/offset): leased
+    store                             under a token until a deadline, or done
+            delayed                   jobs not yet due (delayed pushes, releases, lapsed leases,
+                                      retried failures), produced to their topic when due
+            failed                    the failed store
+            unique-job locks          through the lock store driver's own locks
+
+The lock store is the connection named by ``locks``, a database or redis
+connection: its tables are ``jobbridge_kafka_leases``, ``jobbridge_kafka_delayed``
+and ``jobbridge_kafka_failed``; its redis keys sit under the redis prefix plus
+``kafka:{<group>@<topic_prefix>}:``. The app passes that connection's opened
+driver as ``resources.extra["lock_store"]``; `open` fails naming ``locks``
+when it is missing.
+
+Settings: ``brokers`` (required), ``group`` (the consumer group, default
+``jobbridge``), ``topic_prefix`` (default ``jobbridge.``), ``lease`` (the
+reservation, seconds, default 60; ``reservation`` is accepted as its copy) and
+``locks`` (required). ``bootstrap_servers``, ``group_id``, ``topic``,
+``enable_auto_commit`` and ``auto_offset_reset`` are refused by name
+(`REFUSED`). Client options beyond these (TLS, SASL, timeouts) come from code:
+``resources.extra["kafka_config"]`` for every client and
+``resources.extra["kafka_consumer_config"]`` for the consumer alone.
+
+docs/kafka.md gives each choice, why, and the failure it prevents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.drivers.kafka.driver import KafkaDriver, Receipt
+from jobbridge.drivers.kafka.settings import REFUSED, SETTINGS, KafkaSettings, brokers_from_url, parse_settings
+from jobbridge.drivers.kafka.store import LeaseStore, store_for
+
+if TYPE_CHECKING:
+    from jobbridge.drivers import Resources
+
+__all__ = [
+    "REFUSED", "SETTINGS", "KafkaDriver", "KafkaSettings", "LeaseStore", "Receipt", "brokers_from_url", "open",
+    "parse_settings",
+]
+
+
+def open(settings: Mapping[str, Any], resources: Resources) -> KafkaDriver:
+    """Build the driver from a connection's settings and the lock store's opened driver.
+
+    ``resources.extra["lock_store"]`` is the driver of the connection ``locks``
+    names (a `DatabaseDriver` or `RedisDriver`), or any `LeaseStore`.
+    """
+    parsed = parse_settings(settings)
+    store = store_for(resources.extra.get("lock_store"), parsed.scope, parsed.locks)
+    return KafkaDriver(parsed, store, clock=resources.clock, config=resources.extra.get("kafka_config"),
+                       consumer=resources.extra.get("kafka_consumer_config"))

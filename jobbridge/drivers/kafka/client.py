@@ -1,0 +1,185 @@
+"""The confluent-kafka clients the driver talks through, and the wall that keeps their errors out.
+
+Every call into the client goes through `translated()`: a transport failure
+(broker down, timed out) becomes `DriverUnavailable`, anything else
+`DriverError`, with the `KafkaException` chained as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
+from confluent_kafka.cimpl import NewTopic
+
+from jobbridge.errors import DriverError, DriverUnavailable
+
+#: partitions of a topic the driver creates (an operator may create topics beforehand with more)
+TOPIC_PARTITIONS = 4
+#: seconds an admin request (create a topic, list offsets) may take
+ADMIN_TIMEOUT = 15.0
+#: seconds `Producer.flush` waits for every message of a push to be acknowledged
+FLUSH_TIMEOUT = 30.0
+#: the consumer's group session (a dead worker's partitions move after this long)
+SESSION_TIMEOUT_MS = 10_000
+#: a consumer that has not reserved for this long hands its partitions to the others
+MAX_POLL_INTERVAL_MS = 60_000
+
+_TRANSPORT = {
+    KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+    KafkaError._RESOLVE, KafkaError._WAIT_COORD, KafkaError.REQUEST_TIMED_OUT,
+    KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.NETWORK_EXCEPTION,
+}
+
+
+def error_for(action: str, error: KafkaError | None, detail: object = "") -> DriverError:
+    """The jobbridge exception for a Kafka error; the caller raises it ``from`` the original."""
+    text = f"kafka failed to {action}: {error if error is not None else detail}"
+    if error is None or error.code() in _TRANSPORT or (error.retriable() and not error.fatal()):
+        return DriverUnavailable(text)
+    return DriverError(text)
+
+
+@contextmanager
+def translated(action: str) -> Iterator[None]:
+    """Run client calls, re-raising `KafkaException` as a `DriverError` naming ``action``."""
+    try:
+        yield
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        raise error_for(action, error, exc) from exc
+
+
+def common_config(brokers: Iterable[str], extra: Mapping[str, Any]) -> dict[str, Any]:
+    return {"bootstrap.servers": ",".join(brokers), "client.id": "jobbridge", **extra}
+
+
+def producer_config(brokers: Iterable[str], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Idempotent, every in-sync replica acknowledging: a push that returned is on the brokers."""
+    return {**common_config(brokers, {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            **extra}
+
+
+def consumer_config(brokers: Iterable[str], group: str, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """Offsets committed only by the driver; a new group starts at the oldest message, never the newest."""
+    config: dict[str, Any] = {
+        **common_config(brokers, {}),
+        "group.id": group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": "earliest",
+        "session.timeout.ms": SESSION_TIMEOUT_MS,
+        "max.poll.interval.ms": MAX_POLL_INTERVAL_MS,
+        "fetch.wait.max.ms": 100,
+        "queued.max.messages.kbytes": 8192,
+        **extra,
+    }
+    config.setdefault("heartbeat.interval.ms", max(100, int(config["session.timeout.ms"]) // 3))
+    if int(config["max.poll.interval.ms"]) < int(config["session.timeout.ms"]):
+        config["max.poll.interval.ms"] = config["session.timeout.ms"]
+    return config
+
+
+class Admin:
+    """Topics and offsets: create a queue's topic once, list partitions and their ends."""
+
+    def __init__(self, config: Mapping[str, Any], partitions: int = TOPIC_PARTITIONS) -> None:
+        self.client = AdminClient(dict(config))
+        self.partitions = partitions
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def ensure(self, topics: Iterable[str]) -> None:
+        """Create the topics that do not exist yet (replication as the brokers' default)."""
+        with self._lock:
+            missing = sorted(set(topics) - self._known)
+        if not missing:
+            return
+        with translated("create topics"):
+            existing = set(self.client.list_topics(timeout=ADMIN_TIMEOUT).topics)
+            wanted = [NewTopic(t, num_partitions=self.partitions, replication_factor=-1)
+                      for t in missing if t not in existing]
+            futures = self.client.create_topics(
+                wanted, operation_timeout=ADMIN_TIMEOUT, request_timeout=ADMIN_TIMEOUT) if wanted else {}
+            for future in futures.values():
+                _created(future)
+        with self._lock:
+            self._known.update(missing)
+
+    def topics(self) -> dict[str, list[int]]:
+        """Every topic the cluster holds, with its partition numbers."""
+        with translated("list topics"):
+            found = self.client.list_topics(timeout=ADMIN_TIMEOUT).topics
+        return {name: sorted(meta.partitions) for name, meta in found.items() if meta.error is None}
+
+    def offsets(self, partitions: Iterable[tuple[str, int]], *, earliest: bool = False) -> dict[tuple[str, int], int]:
+        """Each partition's first (``earliest``) or next-to-be-written offset, as the broker reports it.
+
+        Some brokers (Tansu) report the end as the start of the last batch + 1,
+        which is never past the true end: callers treat it as a lower bound.
+        """
+        # (the client's OffsetSpec factories are untyped)
+        factory: Callable[[], OffsetSpec] = getattr(OffsetSpec, "earliest" if earliest else "latest")
+        spec = factory()
+        wanted = {TopicPartition(t, p): spec for t, p in partitions}
+        if not wanted:
+            return {}
+        with translated("list offsets"):
+            futures = self.client.list_offsets(wanted, request_timeout=ADMIN_TIMEOUT)
+            return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
+
+
+def _created(future: Any) -> None:
+    try:
+        future.result()
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+            return  # another worker created it first
+        raise
+
+
+class Sender:
+    """The producer: a batch is produced in full, then flushed once; any failed delivery raises."""
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.producer = Producer(dict(config))
+
+    def send(self, messages: Iterable[tuple[str, str | None, bytes]]) -> None:
+        """Produce ``(topic, key, value)`` messages and wait until the brokers acknowledged them all."""
+        failed: list[KafkaError] = []
+
+        def delivered(error: KafkaError | None, _message: object) -> None:
+            if error is not None:
+                failed.append(error)
+
+        count = 0
+        with translated("produce jobs"):
+            for topic, key, value in messages:
+                self._produce(topic, key, value, delivered)
+                count += 1
+            if not count:
+                return
+            left = self.producer.flush(FLUSH_TIMEOUT)
+        if failed:
+            raise error_for("deliver a job", failed[0])
+        if left:
+            raise DriverUnavailable(f"kafka did not acknowledge {left} message(s) within {FLUSH_TIMEOUT:g} s")
+
+    def _produce(self, topic: str, key: str | None, value: bytes, delivered: Any) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, value=value, key=key, on_delivery=delivered)
+                return
+            except BufferError:
+                # the local queue is full: let deliveries drain it, then go on
+                self.producer.poll(0.1)
+
+    def close(self) -> None:
+        self.producer.flush(FLUSH_TIMEOUT)

@@ -1,0 +1,323 @@
+"""`KafkaDriver`: the reservation protocol on Kafka topics, with per-job state in a shared lock store.
+
+A job that is due goes to its queue's topic; a job not yet due waits as a
+delayed row in the lock store and is produced when due (by whichever worker
+reserves, releases, retries or reclaims first). A reserve reads the topics in
+priority order and claims each message in the lock store under a lease; the
+lock store decides the one winner if two consumers read the same offset.
+Settling a job marks it done there, and offsets are committed up to each
+partition's settled prefix. See docs/kafka.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers.base import Capabilities
+from jobbridge.drivers.kafka.client import (
+    TOPIC_PARTITIONS,
+    Admin,
+    Sender,
+    common_config,
+    consumer_config,
+    producer_config,
+)
+from jobbridge.drivers.kafka.meter import Meter
+from jobbridge.drivers.kafka.reader import POLL_STEP, Item, Reader
+from jobbridge.drivers.kafka.settings import KafkaSettings, topic_name
+from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, Held, LeaseStore, Spot
+from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id, undecodable
+from jobbridge.errors import PayloadDecodeError
+
+#: delayed rows produced per round of a promotion
+PROMOTE_BATCH = 1000
+#: seconds (driver clock) a promoter holds the rows it took; if it dies, they are due again after this
+PROMOTE_FENCE = 60.0
+#: lapsed leases put back per lock-store call
+RECLAIM_BATCH = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Receipt:
+    """Where the message sits, and the lease's token in the lock store."""
+
+    spot: Spot
+    token: str
+
+    @property
+    def held(self) -> Held:
+        return Held(self.spot, self.token)
+
+
+class KafkaDriver:
+    """Topics for due jobs; leases, delayed jobs and failures in the lock store."""
+
+    def __init__(self, settings: KafkaSettings, store: LeaseStore, *, clock: Clock = SYSTEM_CLOCK,
+                 config: Mapping[str, Any] | None = None, consumer: Mapping[str, Any] | None = None,
+                 partitions: int = TOPIC_PARTITIONS) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.reservation = settings.lease
+        self.capabilities = Capabilities(
+            is_deferred=True, survives_a_restart=True, needs_a_worker=True,
+            # due jobs are on Kafka (acks=all); delayed ones and failures are in the lock store
+            may_lose_an_accepted_job=bool(store.may_lose_an_accepted_job),
+            delayed_push=True, per_message_release=True, priorities=True, transactional_push=False,
+            shared_locks=True, blocking_reserve=True,
+        )
+        extra = dict(config or {})
+        self.admin = Admin(common_config(settings.brokers, extra), partitions)
+        self._producer_config = producer_config(settings.brokers, extra)
+        reading = consumer_config(settings.brokers, settings.group, {**extra, **(consumer or {})})
+        self.reader = Reader(reading, self.admin, store)
+        self.meter = Meter(reading, self.admin)
+        self._sender: Sender | None = None
+        self._sender_pid = 0
+        self._reserving = threading.Lock()
+        self._lock_prefix = f"kafka:{hashlib.sha1(settings.scope.encode()).hexdigest()[:12]}:"
+
+    # -- names --------------------------------------------------------------------------------
+
+    def topic(self, queue: str) -> str:
+        return topic_name(self.settings.topic_prefix, queue)
+
+    def queue_of(self, topic: str) -> str:
+        return topic[len(self.settings.topic_prefix):]
+
+    @property
+    def sender(self) -> Sender:
+        if self._sender is None or self._sender_pid != os.getpid():
+            self._sender, self._sender_pid = Sender(self._producer_config), os.getpid()
+        return self._sender
+
+    def _produce(self, messages: Sequence[tuple[str, str, bytes]]) -> None:
+        """``(queue, key, body)`` onto the queues' topics: produced in full, then one flush."""
+        if messages:
+            self.admin.ensure({self.topic(q) for q, _, _ in messages})
+            self.sender.send((self.topic(q), key, body) for q, key, body in messages)
+
+    # -- push and reserve ---------------------------------------------------------------------
+
+    def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
+        if transaction is not None:
+            raise TypeError("the kafka driver cannot join a transaction; the app pushes after the commit")
+        for queue in {env.queue for env in envelopes}:
+            self.topic(queue)  # a queue Kafka cannot name fails before anything is stored
+        now = self.clock.now()
+        later = [Delayed(new_id(), e.queue, e.available_at, e.id, e.encode())
+                 for e in envelopes if e.available_at > now]
+        self._produce([(e.queue, e.id, e.encode()) for e in envelopes if e.available_at <= now])
+        self.store.add_delayed(later)
+
+    def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
+        names = list(dict.fromkeys(queues))
+        if limit <= 0 or not names:
+            return []
+        topics = [self.topic(q) for q in names]
+        deadline = time.monotonic() + max(wait, 0.0)
+        with self._reserving:
+            self.reader.commit()
+            self._promote()
+            self.reader.ensure(topics)
+            got = self._take(names, topics, limit, catch_up=True)
+            while not got and time.monotonic() < deadline:
+                self.reader.poll(min(POLL_STEP * 4, max(0.0, deadline - time.monotonic())))
+                if self.reader.waiting(topics):
+                    got = self._take(names, topics, limit, catch_up=False)
+            return got
+
+    def _take(self, queues: list[str], topics: list[str], limit: int, *, catch_up: bool) -> list[Reservation]:
+        """Claim in priority order: a queue's topic is read to its end before the next one is tried."""
+        got: list[Reservation] = []
+        for queue, topic in zip(queues, topics, strict=True):
+            if catch_up:
+                self.reader.catch_up([topic])
+            got += self._claim(queue, topic, limit - len(got))
+            if len(got) >= limit:
+                break
+        return got
+
+    def _claim(self, queue: str, topic: str, room: int) -> list[Reservation]:
+        got: list[Reservation] = []
+        while len(got) < room:
+            now = self.clock.now()
+            candidates = self.reader.candidates(topic)
+            # a message not yet due is parked as a delayed row (it never blocks the ones behind it)
+            parked = [(p, item) for p, item in candidates if item.available_at > now]
+            ready = [(p, item) for p, item in candidates if item.available_at <= now][: room - len(got)]
+            if not parked and not ready:
+                break
+            pairs = parked + ready
+            claims = [self._claim_for(queue, item, now, park=i < len(parked)) for i, (_, item) in enumerate(pairs)]
+            results = self.store.claim(claims)
+            self.reader.taken([(p, item, r) for (p, item), r in zip(pairs, results, strict=True)])
+            for (_, item), claim, result in zip(pairs, claims, results, strict=True):
+                if result is Claimed.WON and not claim.park:
+                    got.append(self._reservation(queue, item, claim, now))
+            if not ready:
+                break
+        return got
+
+    def _claim_for(self, queue: str, item: Item, now: float, *, park: bool) -> Claim:
+        if park:
+            return Claim(item.spot, queue, new_id(), item.available_at, item.job_id, item.body, park=True)
+        env = item.envelope
+        body = env.replace(attempts=env.attempts + 1).encode() if env is not None else item.body
+        return Claim(item.spot, queue, new_id(), now + self.reservation, item.job_id, body)
+
+    def _reservation(self, queue: str, item: Item, claim: Claim, now: float) -> Reservation:
+        receipt = Receipt(item.spot, claim.token)
+        if item.envelope is None:
+            stand_in = undecodable(id=item.job_id, queue=queue, attempts=1, now=now)
+            return Reservation(stand_in, receipt, claim.at, item.body, item.error)
+        env = item.envelope.replace(attempts=item.envelope.attempts + 1)
+        return Reservation(env, receipt, claim.at)
+
+    def _promote(self) -> None:
+        """Produce the delayed rows that are due, then drop them (a crash in between: produced twice)."""
+        now = self.clock.now()
+        token = new_id()
+        while True:
+            rows = self.store.take_due(now, now + PROMOTE_FENCE, token, PROMOTE_BATCH)
+            self._produce([(r.queue, r.job_id, r.body) for r in rows])
+            self.store.drop_delayed([r.id for r in rows], token)
+            if len(rows) < PROMOTE_BATCH:
+                return
+
+    # -- settle a reservation -----------------------------------------------------------------
+
+    def acknowledge(self, reservations: Sequence[Reservation]) -> None:
+        if not reservations:
+            return
+        receipts: list[Receipt] = [r.receipt for r in reservations]
+        self.store.finish([r.held for r in receipts])
+        # whether or not the token still held (a reclaim settles it too), the offset is settled
+        self.reader.settled(r.spot for r in receipts)
+
+    def release(self, reservation: Reservation, delay: float) -> None:
+        receipt: Receipt = reservation.receipt
+        due = self.clock.now() + max(delay, 0.0)
+        if reservation.decode_error is not None:
+            body = reservation.body
+        else:
+            body = reservation.envelope.replace(available_at=due).encode()
+        row = Delayed(new_id(), self.queue_of(receipt.spot.topic), due, reservation.id, body)
+        held = self.store.delay(receipt.held, row)
+        self.reader.settled([receipt.spot])
+        if held and delay <= 0:
+            self._promote()
+
+    def fail(self, reservation: Reservation, error: str) -> None:
+        receipt: Receipt = reservation.receipt
+        env = reservation.envelope
+        record = FailedJob(reservation.id, self.queue_of(receipt.spot.topic), env.name, env.attempts, error,
+                           self.clock.now(), reservation.stored_body())
+        self.store.fail(receipt.held, record)
+        self.reader.settled([receipt.spot])
+
+    def extend(self, reservations: Sequence[Reservation], seconds: float) -> list[Reservation]:
+        if not reservations:
+            return []
+        until = self.clock.now() + seconds
+        held = self.store.hold([r.receipt.held for r in reservations], until)
+        return [dataclasses.replace(r, lease_until=until) for r, h in zip(reservations, held, strict=True) if h]
+
+    def reclaim_expired(self) -> int:
+        now = self.clock.now()
+        total = 0
+        while True:
+            spots = self.store.lapse(now, RECLAIM_BATCH)
+            self.reader.settled(spots)
+            total += len(spots)
+            if len(spots) < RECLAIM_BATCH:
+                break
+        self._promote()
+        return total
+
+    # -- the failed store, counts and locks ---------------------------------------------------
+
+    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
+        return self.store.failed_newest(limit)
+
+    def retry_failed(self, id_or_all: str) -> int:
+        now = self.clock.now()
+
+        def fresh(body: bytes) -> bytes:
+            try:
+                env = Envelope.decode(body)
+            except PayloadDecodeError:
+                return body  # goes back as it was, to be failed again with its reason
+            return env.replace(attempts=0, available_at=now, unique_key=None).encode()
+
+        moved = self.store.failed_retry(id_or_all, now, fresh, new_id)
+        self._promote()
+        return moved
+
+    def flush_failed(self) -> int:
+        return self.store.failed_flush()
+
+    def failed_count(self) -> int:
+        return self.store.failed_count()
+
+    def _unread(self, topic: str, partitions: list[int]) -> int:
+        """Messages the group has not settled: past the committed offset and without a record."""
+        starts, total = self.meter.unread(topic, partitions)
+        return max(0, total - self.store.records_from(topic, starts))
+
+    def pending_count(self, queue: str) -> int:
+        topic = self.topic(queue)
+        partitions = self.admin.topics().get(topic, [])
+        delayed = self.store.delayed(self.clock.now()).get(queue)
+        waiting = delayed.due + delayed.later if delayed is not None else 0
+        return self._unread(topic, partitions) + self.store.reserved().get(queue, 0) + waiting
+
+    def counts(self) -> list[QueueCounts]:
+        prefix = self.settings.topic_prefix
+        topics = {t: parts for t, parts in self.admin.topics().items()
+                  if t.startswith(prefix) and not t.startswith("__") and len(t) > len(prefix)}
+        reserved = self.store.reserved()
+        delayed = self.store.delayed(self.clock.now())
+        queues = sorted({self.queue_of(t) for t in topics} | set(reserved) | set(delayed))
+        out: list[QueueCounts] = []
+        for queue in queues:
+            later = delayed.get(queue)
+            ready = self._unread(self.topic(queue), topics.get(self.topic(queue), []))
+            counts = QueueCounts(queue, ready + (later.due if later else 0), later.later if later else 0,
+                                 reserved.get(queue, 0))
+            if counts.pending:
+                out.append(counts)
+        return out
+
+    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+        return self.store.acquire_lock(self._lock_prefix + key, owner, ttl)
+
+    def release_lock(self, key: str, owner: str) -> None:
+        self.store.release_lock(self._lock_prefix + key, owner)
+
+    # -- the connection -----------------------------------------------------------------------
+
+    def migrate(self) -> None:
+        """The lock store's tables (topics are created when first pushed to or reserved from)."""
+        self.store.migrate()
+
+    def describe(self) -> str:
+        s = self.settings
+        return (f"kafka {','.join(s.brokers)} (group {s.group!r}, topics {s.topic_prefix}<queue>; "
+                f"leases in {self.store.describe()})")
+
+    def close(self) -> None:
+        self.reader.close()
+        self.meter.close()
+        if self._sender is not None and self._sender_pid == os.getpid():
+            self._sender.close()
+        self._sender = None
+

@@ -1,0 +1,92 @@
+"""The Kafka driver's tables in a database lock store (beside, never inside, the database driver's own).
+
+Every row carries ``scope`` (the kafka connection's group and topic prefix),
+so two kafka connections can share one lock store. Times are the driver
+clock's epoch seconds in DOUBLE columns, never the server's ``NOW()``.
+
+- ``jobbridge_kafka_leases``: one row per message read, keyed by scope, topic,
+  partition and offset; ``state`` 1 = leased (``token``, ``lease_until``,
+  ``body`` set), 2 = done. Done rows below the committed offset are deleted.
+- ``jobbridge_kafka_delayed``: jobs not yet due (delayed pushes, releases,
+  lapsed leases on their way back); ``token`` is set while a promoter holds one.
+- ``jobbridge_kafka_failed``: the failed store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Double,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    String,
+    Table,
+    Text,
+)
+from sqlalchemy.dialects import mysql
+
+metadata = MetaData()
+
+LEASED, DONE = 1, 2
+
+_Body = LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
+_Error = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
+_Time: Double[float] = Double(asdecimal=False)
+_MYSQL: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mariadb_engine": "InnoDB",
+                          "mariadb_charset": "utf8mb4"}
+
+leases = Table(
+    "jobbridge_kafka_leases",
+    metadata,
+    Column("scope", String(191), primary_key=True),
+    Column("topic", String(249), primary_key=True),
+    Column("part", Integer, primary_key=True, autoincrement=False),
+    Column("kafka_offset", BigInteger, primary_key=True, autoincrement=False),
+    Column("queue", String(191), nullable=False),
+    Column("state", SmallInteger, nullable=False),
+    Column("token", String(36), nullable=True),
+    Column("lease_until", _Time, nullable=True),
+    Column("job_id", String(191), nullable=True),
+    Column("body", _Body, nullable=True),
+    # reclaim: leased rows by deadline
+    Index("jobbridge_kafka_leases_lapse", "scope", "state", "lease_until"),
+    # counts: leased rows by queue
+    Index("jobbridge_kafka_leases_queue", "scope", "queue", "state"),
+    **_MYSQL,
+)
+
+delayed = Table(
+    "jobbridge_kafka_delayed",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("scope", String(191), nullable=False),
+    Column("queue", String(191), nullable=False),
+    Column("due", _Time, nullable=False),
+    Column("token", String(36), nullable=True),
+    Column("job_id", String(191), nullable=False),
+    Column("body", _Body, nullable=False),
+    Index("jobbridge_kafka_delayed_due", "scope", "due"),
+    Index("jobbridge_kafka_delayed_queue", "scope", "queue", "due"),
+    **_MYSQL,
+)
+
+failed = Table(
+    "jobbridge_kafka_failed",
+    metadata,
+    Column("scope", String(191), primary_key=True),
+    Column("id", String(191), primary_key=True),
+    Column("queue", String(191), nullable=False),
+    Column("name", String(191), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("error", _Error, nullable=False),
+    Column("failed_at", _Time, nullable=False),
+    Column("body", _Body, nullable=False),
+    Index("jobbridge_kafka_failed_at", "scope", "failed_at"),
+    **_MYSQL,
+)

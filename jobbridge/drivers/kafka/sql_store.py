@@ -1,0 +1,313 @@
+"""`SqlLeaseStore`: the Kafka driver's leases, delayed and failed jobs in a database lock store.
+
+It runs on the engine of the database driver the app opened for the ``locks``
+connection (SQLite, PostgreSQL or MariaDB), in tables of its own
+(`jobbridge.drivers.kafka.sql_schema`). Each change is one transaction whose
+conditional UPDATE or INSERT-unless-present lets exactly one racing worker
+win; SQLite serialises writers (``BEGIN IMMEDIATE``), and the servers re-check
+a row's condition after waiting for its lock.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, Insert, and_, case, delete, func, insert, or_, select, update
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.sql.elements import ColumnElement
+
+from jobbridge.drivers.database.failures import DEADLOCK_RETRIES, as_driver_error, is_deadlock
+from jobbridge.drivers.kafka.sql_schema import DONE, LEASED, delayed, failed, leases, metadata
+from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, DelayedCounts, Held, Refresh, Spot
+from jobbridge.envelope import FailedJob
+from jobbridge.errors import NoFailedJob
+
+T = TypeVar("T")
+
+#: failed jobs moved back per transaction by ``failed_retry("all")``
+RETRY_BATCH = 500
+
+
+def _insert_unless_present(dialect: str) -> Insert:
+    statement: Insert
+    if dialect == "postgresql":
+        statement = postgresql.insert(leases).on_conflict_do_nothing()
+    elif dialect == "mysql":
+        statement = mysql.insert(leases).prefix_with("IGNORE")
+    else:
+        statement = sqlite.insert(leases).on_conflict_do_nothing()
+    return statement.execution_options(preserve_rowcount=True)
+
+
+class SqlLeaseStore:
+    """One scope's rows in the lock store's database."""
+
+    def __init__(self, engine: Engine, scope: str, *, locks: Any = None, may_lose: bool = False) -> None:
+        self.engine = engine
+        self.scope = scope
+        self.may_lose_an_accepted_job = may_lose
+        self._locks = locks
+        self._claim = _insert_unless_present(engine.dialect.name)
+        self._settle = (
+            update(leases)
+            .values(state=DONE, token=None, lease_until=None, body=None)
+            .execution_options(preserve_rowcount=True)
+        )
+
+    @classmethod
+    def on(cls, driver: Any, scope: str) -> SqlLeaseStore:
+        """On a `DatabaseDriver`: its engine for these tables, the driver itself for unique locks."""
+        store = cls(driver.engine, scope, locks=driver,
+                    may_lose=driver.capabilities.may_lose_an_accepted_job)
+        store.migrate()
+        return store
+
+    def describe(self) -> str:
+        if self._locks is not None:
+            return str(self._locks.describe())
+        return f"{self.engine.dialect.name} at {self.engine.url.render_as_string(hide_password=True)}"
+
+    def migrate(self) -> None:
+        """Create the tables that are missing (a second process creating them at once retries)."""
+        try:
+            self._write("create the kafka lease tables", lambda c: metadata.create_all(c, checkfirst=True))
+        except Exception:
+            self._write("create the kafka lease tables", lambda c: metadata.create_all(c, checkfirst=True))
+
+    # -- transactions -------------------------------------------------------------------------
+
+    def _write(self, action: str, work: Callable[[Connection], T]) -> T:
+        """``work`` in one transaction; a deadlock victim runs again, other errors become DriverErrors."""
+        for attempt in range(1, DEADLOCK_RETRIES + 1):
+            try:
+                with self.engine.begin() as conn:
+                    return work(conn)
+            except DBAPIError as error:
+                if attempt == DEADLOCK_RETRIES or not is_deadlock(error):
+                    raise as_driver_error(action, error) from error
+                time.sleep(random.uniform(0, 0.005 * attempt))
+            except SQLAlchemyError as error:
+                raise as_driver_error(action, error) from error
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _read(self, action: str, work: Callable[[Connection], T]) -> T:
+        try:
+            with self.engine.connect() as conn:
+                return work(conn.execution_options(jobbridge_begin="BEGIN"))
+        except SQLAlchemyError as error:
+            raise as_driver_error(action, error) from error
+
+    def _at(self, spot: Spot) -> ColumnElement[bool]:
+        return and_(leases.c.scope == self.scope, leases.c.topic == spot.topic,
+                    leases.c.part == spot.partition, leases.c.kafka_offset == spot.offset)
+
+    def _held(self, held: Held) -> ColumnElement[bool]:
+        return and_(self._at(held.spot), leases.c.state == LEASED, leases.c.token == held.token)
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def claim(self, claims: Sequence[Claim]) -> list[Claimed]:
+        def work(conn: Connection) -> list[Claimed]:
+            return [self._claim_one(conn, c) for c in sorted(claims, key=lambda c: c.spot.key)]
+
+        if not claims:
+            return []
+        found = dict(zip(sorted(c.spot.key for c in claims), self._write("claim messages", work), strict=True))
+        return [found[c.spot.key] for c in claims]
+
+    def _claim_one(self, conn: Connection, claim: Claim) -> Claimed:
+        spot = claim.spot
+        row: dict[str, Any] = {"scope": self.scope, "topic": spot.topic, "part": spot.partition,
+                               "kafka_offset": spot.offset, "queue": claim.queue}
+        if claim.park:
+            row.update(state=DONE, token=None, lease_until=None, job_id=None, body=None)
+        else:
+            row.update(state=LEASED, token=claim.token, lease_until=claim.at, job_id=claim.job_id,
+                       body=claim.body)
+        if conn.execute(self._claim, row).rowcount == 1:
+            if claim.park:
+                self._add(conn, [Delayed(claim.token, claim.queue, claim.at, claim.job_id, claim.body)])
+            return Claimed.WON
+        state = conn.execute(select(leases.c.state).where(self._at(spot))).scalar()
+        return Claimed.HELD if state == LEASED else Claimed.SETTLED
+
+    def states(self, spots: Sequence[Spot]) -> list[Claimed | None]:
+        def work(conn: Connection) -> dict[Spot, int]:
+            query = select(leases.c.topic, leases.c.part, leases.c.kafka_offset, leases.c.state).where(
+                or_(*(self._at(s) for s in spots)))
+            return {Spot(t, p, o): state for t, p, o, state in conn.execute(query)}
+
+        if not spots:
+            return []
+        found = self._read("read lease states", work)
+        named = {LEASED: Claimed.HELD, DONE: Claimed.SETTLED}
+        return [named.get(found[s]) if s in found else None for s in spots]
+
+    def hold(self, held: Sequence[Held], until: float) -> list[bool]:
+        def work(conn: Connection) -> list[bool]:
+            renew = update(leases).values(lease_until=until).execution_options(preserve_rowcount=True)
+            return [conn.execute(renew.where(self._held(h))).rowcount == 1 for h in held]
+
+        return self._write("extend leases", work) if held else []
+
+    def finish(self, held: Sequence[Held]) -> list[bool]:
+        def work(conn: Connection) -> list[bool]:
+            return [conn.execute(self._settle.where(self._held(h))).rowcount == 1 for h in held]
+
+        return self._write("settle leases", work) if held else []
+
+    def delay(self, held: Held, row: Delayed) -> bool:
+        def work(conn: Connection) -> bool:
+            if conn.execute(self._settle.where(self._held(held))).rowcount != 1:
+                return False
+            self._add(conn, [row])
+            return True
+
+        return self._write("release a job", work)
+
+    def fail(self, held: Held, job: FailedJob) -> bool:
+        def work(conn: Connection) -> bool:
+            if conn.execute(self._settle.where(self._held(held))).rowcount != 1:
+                return False
+            conn.execute(delete(failed).where(failed.c.scope == self.scope, failed.c.id == job.id))
+            conn.execute(insert(failed), {
+                "scope": self.scope, "id": job.id, "queue": job.queue, "name": job.name,
+                "attempts": job.attempts, "error": job.error, "failed_at": job.failed_at, "body": job.body})
+            return True
+
+        return self._write("fail a job", work)
+
+    def lapse(self, now: float, limit: int) -> list[Spot]:
+        lapsed = (
+            select(leases.c.topic, leases.c.part, leases.c.kafka_offset, leases.c.token, leases.c.queue,
+                   leases.c.job_id, leases.c.body)
+            .where(leases.c.scope == self.scope, leases.c.state == LEASED, leases.c.lease_until <= now)
+            .order_by(leases.c.topic, leases.c.part, leases.c.kafka_offset)
+            .limit(limit)
+        )
+
+        def work(conn: Connection) -> list[Spot]:
+            won: list[Spot] = []
+            for topic, part, offset, token, queue, job_id, body in conn.execute(lapsed).all():
+                spot = Spot(topic, part, offset)
+                still = and_(self._held(Held(spot, token)), leases.c.lease_until <= now)
+                if conn.execute(self._settle.where(still)).rowcount == 1:
+                    # the lapsed lease's token is unique to it: the delayed row's id
+                    self._add(conn, [Delayed(token, queue, now, job_id or "", body or b"")])
+                    won.append(spot)
+            return won
+
+        return self._write("reclaim lapsed leases", work)
+
+    def forget(self, topic: str, partition: int, below: int) -> None:
+        statement = delete(leases).where(
+            leases.c.scope == self.scope, leases.c.topic == topic, leases.c.part == partition,
+            leases.c.kafka_offset < below, leases.c.state == DONE)
+        self._write("forget settled messages", lambda conn: conn.execute(statement))
+
+    # -- delayed jobs -------------------------------------------------------------------------
+
+    def _add(self, conn: Connection, rows: Sequence[Delayed]) -> None:
+        conn.execute(insert(delayed), [
+            {"id": r.id, "scope": self.scope, "queue": r.queue, "due": r.due, "token": None,
+             "job_id": r.job_id, "body": r.body} for r in rows])
+
+    def add_delayed(self, rows: Sequence[Delayed]) -> None:
+        if rows:
+            self._write("store delayed jobs", lambda conn: self._add(conn, rows))
+
+    def take_due(self, now: float, until: float, token: str, limit: int) -> list[Delayed]:
+        due = select(delayed.c.id).where(delayed.c.scope == self.scope, delayed.c.due <= now)
+
+        def work(conn: Connection) -> list[Delayed]:
+            ids = list(conn.execute(due.order_by(delayed.c.due).limit(limit)).scalars())
+            if not ids:
+                return []
+            conn.execute(update(delayed).where(delayed.c.id.in_(ids), delayed.c.due <= now)
+                         .values(due=until, token=token))
+            taken = select(delayed.c.id, delayed.c.queue, delayed.c.due, delayed.c.job_id, delayed.c.body)
+            return [Delayed(*row) for row in conn.execute(
+                taken.where(delayed.c.id.in_(ids), delayed.c.token == token).order_by(delayed.c.id))]
+
+        return self._write("take due delayed jobs", work)
+
+    def drop_delayed(self, ids: Sequence[str], token: str) -> None:
+        if ids:
+            statement = delete(delayed).where(delayed.c.id.in_(list(ids)), delayed.c.token == token)
+            self._write("drop promoted delayed jobs", lambda conn: conn.execute(statement))
+
+    # -- counts -------------------------------------------------------------------------------
+
+    def records_from(self, topic: str, starts: Mapping[int, int]) -> int:
+        if not starts:
+            return 0
+        query = select(func.count()).select_from(leases).where(
+            leases.c.scope == self.scope, leases.c.topic == topic,
+            or_(*(and_(leases.c.part == p, leases.c.kafka_offset >= s) for p, s in starts.items())))
+        return int(self._read("count read messages", lambda conn: conn.execute(query).scalar_one()))
+
+    def reserved(self) -> dict[str, int]:
+        query = (select(leases.c.queue, func.count()).where(leases.c.scope == self.scope, leases.c.state == LEASED)
+                 .group_by(leases.c.queue))
+        return {q: int(n) for q, n in self._read("count leases", lambda conn: conn.execute(query).all())}
+
+    def delayed(self, now: float) -> dict[str, DelayedCounts]:
+        query = (
+            select(delayed.c.queue, func.sum(case((delayed.c.due <= now, 1), else_=0)),
+                   func.sum(case((delayed.c.due > now, 1), else_=0)))
+            .where(delayed.c.scope == self.scope).group_by(delayed.c.queue)
+        )
+        rows = self._read("count delayed jobs", lambda conn: conn.execute(query).all())
+        return {q: DelayedCounts(int(due or 0), int(later or 0)) for q, due, later in rows}
+
+    # -- the failed store and unique locks ----------------------------------------------------
+
+    def failed_newest(self, limit: int) -> list[FailedJob]:
+        query = (
+            select(failed.c.id, failed.c.queue, failed.c.name, failed.c.attempts, failed.c.error,
+                   failed.c.failed_at, failed.c.body)
+            .where(failed.c.scope == self.scope)
+            .order_by(failed.c.failed_at.desc(), failed.c.id.desc()).limit(limit)
+        )
+        return [FailedJob(*row) for row in self._read("list failed jobs", lambda conn: conn.execute(query).all())]
+
+    def failed_count(self) -> int:
+        query = select(func.count()).select_from(failed).where(failed.c.scope == self.scope)
+        return int(self._read("count failed jobs", lambda conn: conn.execute(query).scalar_one()))
+
+    def failed_retry(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
+        pick = select(failed.c.id, failed.c.queue, failed.c.body).where(failed.c.scope == self.scope)
+        pick = pick.order_by(failed.c.id).limit(RETRY_BATCH) if id_or_all == "all" else pick.where(
+            failed.c.id == id_or_all)
+
+        def work(conn: Connection) -> int:
+            rows = conn.execute(pick.with_for_update()).all()
+            if not rows and id_or_all != "all":
+                raise NoFailedJob(f"there is no failed job with id {id_or_all}")
+            if rows:
+                self._add(conn, [Delayed(new_id(), queue, now, job_id, refresh(body)) for job_id, queue, body in rows])
+                conn.execute(delete(failed).where(failed.c.scope == self.scope,
+                                                  failed.c.id.in_([row[0] for row in rows])))
+            return len(rows)
+
+        total = 0
+        while True:
+            moved = self._write("retry failed jobs", work)
+            total += moved
+            if id_or_all != "all" or moved < RETRY_BATCH:
+                return total
+
+    def failed_flush(self) -> int:
+        statement = delete(failed).where(failed.c.scope == self.scope)
+        return int(self._write("flush failed jobs", lambda conn: conn.execute(statement).rowcount))
+
+    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+        return bool(self._locks.acquire_lock(key, owner, ttl))
+
+    def release_lock(self, key: str, owner: str) -> None:
+        self._locks.release_lock(key, owner)
+

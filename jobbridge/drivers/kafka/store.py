@@ -1,0 +1,214 @@
+"""The lock store's side of the Kafka driver: per-message leases, delayed jobs and failed jobs.
+
+Kafka keeps one offset per partition, not a state per message, so whatever
+is per job lives in a store every worker shares and that outlives them: the
+connection named by ``locks`` (a database or a redis connection). The app
+opens that connection's driver and hands it to `open` as
+``resources.extra["lock_store"]``; `store_for` wraps it in this package's own
+`LeaseStore` (`SqlLeaseStore` on its engine, `RedisLeaseStore` on its client),
+which keeps its rows apart from that driver's own jobs and apart from any
+other kafka connection (every row carries the connection's *scope*).
+
+A record per message read, keyed by its *spot* (topic, partition, offset):
+
+- ``leased``: handed out under a token until a deadline (clock seconds), with
+  the envelope as handed out, so a lapsed lease can be put back without Kafka;
+- ``done``: settled (acknowledged, failed, released, parked or reclaimed).
+
+Every state change is conditional on the token (or on the deadline having
+passed), so exactly one of several racing workers wins it.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Protocol, runtime_checkable
+
+from jobbridge.envelope import FailedJob
+from jobbridge.errors import ConfigurationError
+
+
+class Claimed(IntEnum):
+    """What a claim found: the spot is now ours, someone holds it, or it is settled."""
+
+    WON = 0
+    HELD = 1
+    SETTLED = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Spot:
+    """Where a message sits in Kafka."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def key(self) -> str:
+        """``topic/partition/offset``: unambiguous, since a topic name has no ``/``."""
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """Take a spot: as a lease until ``at``, or (``park``) as settled with a delayed row due at ``at``.
+
+    ``token`` is the lease's token, or the delayed row's id when parking.
+    """
+
+    spot: Spot
+    queue: str
+    token: str
+    at: float
+    job_id: str
+    body: bytes
+    park: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A lease as its holder knows it."""
+
+    spot: Spot
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Delayed:
+    """A job waiting in the store until ``due``, then produced to its queue's topic."""
+
+    id: str
+    queue: str
+    due: float
+    job_id: str
+    body: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DelayedCounts:
+    due: int = 0
+    later: int = 0
+
+
+#: turns a failed job's stored body into the body it goes back with (attempts 0, due now)
+Refresh = Callable[[bytes], bytes]
+
+
+@runtime_checkable
+class LeaseStore(Protocol):
+    """What the Kafka driver needs from its shared store. Times are the driver clock's seconds."""
+
+    may_lose_an_accepted_job: bool
+
+    def migrate(self) -> None: ...
+
+    def describe(self) -> str: ...
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def claim(self, claims: Sequence[Claim]) -> list[Claimed]:
+        """Insert each record unless the spot has one already; say what each found."""
+        ...
+
+    def states(self, spots: Sequence[Spot]) -> list[Claimed | None]:
+        """HELD (leased), SETTLED (done) or None (no record) for each spot."""
+        ...
+
+    def hold(self, held: Sequence[Held], until: float) -> list[bool]:
+        """Move each lease still held under its token to ``until``."""
+        ...
+
+    def finish(self, held: Sequence[Held]) -> list[bool]:
+        """Settle each lease still held under its token."""
+        ...
+
+    def delay(self, held: Held, row: Delayed) -> bool:
+        """Settle the lease and store ``row`` in one step, if it is still held."""
+        ...
+
+    def fail(self, held: Held, failed: FailedJob) -> bool:
+        """Settle the lease and record the failure in one step, if it is still held."""
+        ...
+
+    def lapse(self, now: float, limit: int) -> list[Spot]:
+        """Settle up to ``limit`` leases whose deadline passed, each with a delayed row due ``now``."""
+        ...
+
+    def forget(self, topic: str, partition: int, below: int) -> None:
+        """Drop settled records below a committed offset: no consumer reads them again."""
+        ...
+
+    # -- delayed jobs -------------------------------------------------------------------------
+
+    def add_delayed(self, rows: Sequence[Delayed]) -> None: ...
+
+    def take_due(self, now: float, until: float, token: str, limit: int) -> list[Delayed]:
+        """Claim due rows for one promoter: they are due again at ``until`` unless dropped first."""
+        ...
+
+    def drop_delayed(self, ids: Sequence[str], token: str) -> None:
+        """Delete rows this promoter took (and still holds) once their messages are on Kafka."""
+        ...
+
+    # -- counts -------------------------------------------------------------------------------
+
+    def records_from(self, topic: str, starts: Mapping[int, int]) -> int:
+        """Records (any state) at or past each partition's committed offset."""
+        ...
+
+    def reserved(self) -> dict[str, int]:
+        """Leases held, by queue."""
+        ...
+
+    def delayed(self, now: float) -> dict[str, DelayedCounts]:
+        """Delayed rows by queue: due by ``now``, and later."""
+        ...
+
+    # -- the failed store and unique locks ----------------------------------------------------
+
+    def failed_newest(self, limit: int) -> list[FailedJob]: ...
+
+    def failed_count(self) -> int: ...
+
+    def failed_retry(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
+        """Turn failed jobs into delayed rows due ``now``; `NoFailedJob` for an unknown id."""
+        ...
+
+    def failed_flush(self) -> int: ...
+
+    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool: ...
+
+    def release_lock(self, key: str, owner: str) -> None: ...
+
+
+def store_for(lock_store: object, scope: str, locks: str) -> LeaseStore:
+    """The `LeaseStore` for what the app passed: a database or redis driver, or a ready `LeaseStore`."""
+    if isinstance(lock_store, LeaseStore):
+        return lock_store
+    if lock_store is None:
+        raise ConfigurationError(
+            f"the kafka driver needs its lock store, the opened driver of the connection locks = {locks!r}, "
+            "in resources.extra['lock_store']; it was not given, and without it leases, delayed and failed "
+            "jobs would have nowhere shared to live")
+    # the driver classes are looked up where they were loaded: a store's client library is
+    # imported only if the app already opened a driver that needs it
+    if _instance_of(lock_store, "jobbridge.drivers.database.driver", "DatabaseDriver"):
+        from jobbridge.drivers.kafka.sql_store import SqlLeaseStore
+
+        return SqlLeaseStore.on(lock_store, scope)
+    if _instance_of(lock_store, "jobbridge.drivers.redis.driver", "RedisDriver"):
+        from jobbridge.drivers.kafka.redis_store import RedisLeaseStore
+
+        return RedisLeaseStore.on(lock_store, scope)
+    raise ConfigurationError(
+        f"the kafka lock store (connection {locks!r}) is a {type(lock_store).__name__}; it must be a "
+        "database or redis driver, shared by every worker and outliving them")
+
+
+def _instance_of(obj: object, module: str, name: str) -> bool:
+    cls = getattr(sys.modules.get(module), name, None)
+    return isinstance(cls, type) and isinstance(obj, cls)

@@ -1,0 +1,516 @@
+"""The kafka driver: the contract against Tansu with a real lock store, then what only Kafka can get wrong.
+
+Tansu (a Kafka-compatible broker) is started by `ensure_kafka`; the lock store
+is Redis (a fresh prefix per test) or SQLite (a file per test). Group joins on
+Tansu wait about half the session timeout, so every consumer here runs with
+``session.timeout.ms=2000``; each test gets fresh topics (a prefix of its own).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from jobbridge.clock import Clock
+from jobbridge.drivers import Resources, driver_for_url, load
+from jobbridge.drivers.database import DatabaseDriver
+from jobbridge.drivers.kafka import REFUSED, SETTINGS, KafkaDriver, brokers_from_url, open, parse_settings
+from jobbridge.drivers.kafka.client import Admin
+from jobbridge.drivers.kafka.redis_store import RedisLeaseStore
+from jobbridge.drivers.kafka.sql_store import SqlLeaseStore
+from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, Held, LeaseStore, Spot
+from jobbridge.drivers.memory import MemoryDriver
+from jobbridge.drivers.redis import RedisDriver
+from jobbridge.drivers.redis.settings import parse_settings as redis_settings
+from jobbridge.envelope import FailedJob, new_id
+from jobbridge.errors import ConfigurationError, DriverUnavailable, NoFailedJob, RefusedSetting
+from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import DriverContract, make_envelope
+from tests.services import ensure_kafka, ensure_redis
+
+#: group joins on Tansu take about half of this; 2 s keeps them near the 1 s floor
+FAST_GROUP = {"session.timeout.ms": 2000}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def brokers() -> str:
+    return ensure_kafka()
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> str:
+    return ensure_redis()
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock()
+
+
+@pytest.fixture
+def names(request: pytest.FixtureRequest) -> dict[str, str]:
+    """A topic prefix per test; a group per test class (each test's topics are its own anyway)."""
+    owner = request.cls.__name__ if request.cls else "module"
+    return {"topic_prefix": f"jbt{uuid.uuid4().hex[:10]}.", "group": f"jbtest-{owner}"}
+
+
+@pytest.fixture
+def redis_lock_store(redis_url: str, clock: FixedClock) -> Iterator[RedisDriver]:
+    prefix = f"jbkt:{uuid.uuid4().hex[:10]}:"
+    lock = RedisDriver(redis_settings({"url": redis_url, "prefix": prefix}), clock=clock)
+    yield lock
+    keys = list(lock.client.scan_iter(match=f"{prefix}*", count=1000))
+    if keys:
+        lock.client.delete(*keys)
+    lock.close()
+
+
+@pytest.fixture
+def sqlite_lock_store(tmp_path: Path, clock: FixedClock) -> Iterator[DatabaseDriver]:
+    lock = DatabaseDriver(f"sqlite:///{tmp_path / 'locks.sqlite3'}", clock=clock)
+    lock.migrate()
+    yield lock
+    lock.close()
+
+
+def make_driver(brokers: str, lock_store: object, clock: Clock, names: dict[str, str], **settings: Any) -> KafkaDriver:
+    options = {"brokers": brokers, "locks": "locks", "lease": DriverContract.RESERVATION, **names, **settings}
+    resources = Resources(clock=clock, extra={"lock_store": lock_store, "kafka_consumer_config": FAST_GROUP})
+    return open(options, resources)
+
+
+def produce_raw(driver: KafkaDriver, queue: str, body: bytes, key: str | None = None) -> None:
+    """A message no jobbridge producer wrote, straight onto the queue's topic."""
+    driver.admin.ensure([driver.topic(queue)])
+    producer = Producer({"bootstrap.servers": ",".join(driver.settings.brokers)})
+    producer.produce(driver.topic(queue), value=body, key=key)
+    assert producer.flush(10) == 0
+
+
+class TestKafkaContract(DriverContract):
+    """The shared contract, on Tansu, with Redis as the lock store."""
+
+    @pytest.fixture
+    def driver(self, brokers: str, redis_lock_store: RedisDriver, clock: FixedClock,
+               names: dict[str, str]) -> Iterator[KafkaDriver]:
+        driver = make_driver(brokers, redis_lock_store, clock, names)
+        yield driver
+        driver.close()
+
+    def inject_undecodable(self, driver: KafkaDriver, queue: str, body: bytes) -> None:
+        produce_raw(driver, queue, body)
+
+
+# -- the lock store, on its own: both kinds, no Kafka ------------------------------------------
+
+
+@pytest.fixture(params=["redis", "sqlite"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> Iterator[LeaseStore]:
+    scope = f"g@{uuid.uuid4().hex[:8]}."
+    if request.param == "sqlite":
+        lock: Any = DatabaseDriver(f"sqlite:///{tmp_path / 'locks.sqlite3'}", clock=clock)
+        yield SqlLeaseStore.on(lock, scope)
+    else:
+        lock = RedisDriver(redis_settings({"url": ensure_redis(), "prefix": f"jbkt:{uuid.uuid4().hex[:10]}:"}),
+                           clock=clock)
+        yield RedisLeaseStore.on(lock, scope)
+        keys = list(lock.client.scan_iter(match=f"{lock.settings.prefix}*", count=1000))
+        if keys:
+            lock.client.delete(*keys)
+    lock.close()
+
+
+def lease(spot: Spot, token: str = "", at: float = 100.0, queue: str = "q") -> Claim:
+    return Claim(spot, queue, token or new_id(), at, new_id(), b"body:" + spot.key.encode())
+
+
+class TestLeaseStore:
+    """What the driver relies on the lock store for, on SQLite and on Redis."""
+
+    def test_a_spot_is_claimed_once(self, store: LeaseStore) -> None:
+        a, b = Spot("t", 0, 5), Spot("t", 1, 5)
+        first = lease(a)
+        assert store.claim([first, lease(b)]) == [Claimed.WON, Claimed.WON]
+        assert store.claim([lease(a), lease(Spot("t", 0, 6))]) == [Claimed.HELD, Claimed.WON]
+        assert store.finish([Held(a, "not-the-token"), Held(a, first.token)]) == [False, True]
+        assert store.claim([lease(a)]) == [Claimed.SETTLED]
+        assert store.states([a, b, Spot("t", 9, 9)]) == [Claimed.SETTLED, Claimed.HELD, None]
+        assert store.reserved() == {"q": 2}
+
+    def test_racing_claims_have_one_winner_per_spot(self, store: LeaseStore) -> None:
+        spots = [Spot("t", p, o) for p in range(3) for o in range(20)]
+        wins: list[Spot] = []
+        guard = threading.Lock()
+
+        def race() -> None:
+            claims = [lease(s) for s in spots]
+            won = [c.spot for c, r in zip(claims, store.claim(claims), strict=True) if r is Claimed.WON]
+            with guard:
+                wins.extend(won)
+
+        threads = [threading.Thread(target=race) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(wins, key=lambda s: s.key) == sorted(spots, key=lambda s: s.key)
+
+    def test_park_settles_the_spot_and_keeps_the_job_delayed(self, store: LeaseStore) -> None:
+        spot = Spot("t", 0, 0)
+        park = Claim(spot, "q", new_id(), 150.0, "job-1", b"later", park=True)
+        assert store.claim([park]) == [Claimed.WON]
+        assert store.states([spot]) == [Claimed.SETTLED]
+        assert store.take_due(149.0, 200.0, "p", 10) == []
+        assert {q: (c.due, c.later) for q, c in store.delayed(149.0).items()} == {"q": (0, 1)}
+        (row,) = store.take_due(150.0, 200.0, "p", 10)
+        assert (row.id, row.queue, row.job_id, row.body) == (park.token, "q", "job-1", b"later")
+        # taken rows wait out the promoter's fence before anyone else sees them
+        assert store.take_due(199.0, 300.0, "other", 10) == []
+        store.drop_delayed([row.id], "other")  # not the holder: stays
+        assert [r.id for r in store.take_due(200.0, 300.0, "other", 10)] == [row.id]
+        store.drop_delayed([row.id], "other")
+        assert store.delayed(1000.0) == {}
+
+    def test_hold_delay_and_fail_need_the_token(self, store: LeaseStore) -> None:
+        a, b, c = Spot("t", 0, 1), Spot("t", 0, 2), Spot("t", 0, 3)
+        la, lb, lc = lease(a), lease(b), lease(c)
+        store.claim([la, lb, lc])
+        assert store.hold([Held(a, la.token), Held(b, "x")], 500.0) == [True, False]
+        row = Delayed(new_id(), "q", 120.0, "job-b", b"again")
+        assert not store.delay(Held(b, "x"), row)
+        assert store.delay(Held(b, lb.token), row)
+        failure = FailedJob("job-c", "q", "n", 2, "boom", 110.0, b"dead")
+        assert not store.fail(Held(c, "x"), failure)
+        assert store.fail(Held(c, lc.token), failure)
+        assert store.failed_newest(5) == [failure] and store.failed_count() == 1
+        assert store.reserved() == {"q": 1}
+        assert store.records_from("t", {0: 2}) == 2 and store.records_from("t", {0: 0}) == 3
+        # a's deadline moved to 500: it lapses then, and one reclaim wins it
+        assert store.lapse(499.0, 10) == []
+        results: list[list[Spot]] = []
+        threads = [threading.Thread(target=lambda: results.append(store.lapse(500.0, 10))) for _ in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(len(r) for r in results) == [0, 0, 1] and [a] in results
+        taken = store.take_due(500.0, 600.0, "p", 10)
+        assert sorted(r.job_id for r in taken) == sorted([la.job_id, "job-b"])
+        assert {r.job_id: r.body for r in taken}[la.job_id] == la.body
+        assert store.reserved() == {}
+
+    def test_forget_drops_settled_records_below_the_commit(self, store: LeaseStore) -> None:
+        claims = [lease(Spot("t", 0, o)) for o in range(4)]
+        store.claim(claims)
+        store.finish([Held(c.spot, c.token) for c in claims[:1] + claims[2:3]])
+        store.forget("t", 0, 3)
+        assert store.states([c.spot for c in claims]) == [None, Claimed.HELD, None, Claimed.HELD]
+
+    def test_the_failed_store(self, store: LeaseStore) -> None:
+        for i in range(3):
+            spot = Spot("t", 0, i)
+            claim = lease(spot)
+            store.claim([claim])
+            store.fail(Held(spot, claim.token), FailedJob(f"job-{i}", "q", "n", 1, "e", 100.0 + i, b"b%d" % i))
+        assert [f.id for f in store.failed_newest(2)] == ["job-2", "job-1"]
+        with pytest.raises(NoFailedJob, match="job-9"):
+            store.failed_retry("job-9", 200.0, bytes.upper, new_id)
+        assert store.failed_retry("job-0", 200.0, bytes.upper, new_id) == 1
+        (row,) = store.take_due(200.0, 300.0, "p", 10)
+        assert (row.job_id, row.queue, row.body) == ("job-0", "q", b"B0")
+        assert store.failed_retry("all", 200.0, bytes.upper, new_id) == 2
+        assert store.failed_count() == 0
+        assert not store.fail(Held(Spot("x", 0, 0), "gone"), FailedJob("job-x", "q", "n", 1, "e", 1.0, b""))
+        assert store.failed_flush() == 0
+        claim = lease(Spot("t", 1, 0))
+        store.claim([claim])
+        store.fail(Held(claim.spot, claim.token), FailedJob("job-y", "q", "n", 1, "e", 1.0, b""))
+        assert store.failed_flush() == 1 and store.failed_newest(5) == []
+
+
+# -- settings, opening, capabilities ------------------------------------------------------------
+
+
+def test_the_module_follows_the_driver_convention() -> None:
+    assert driver_for_url("kafka://a:9092,b:9092") == "kafka"
+    module = load("kafka")
+    assert module.SETTINGS == SETTINGS == {"brokers", "group", "topic_prefix", "lease", "locks"}
+    assert not set(REFUSED) & SETTINGS
+    assert brokers_from_url("kafka://a:9092,b:9093/") == ("a:9092", "b:9093")
+
+
+def test_settings_are_checked_and_refused_by_name() -> None:
+    parsed = parse_settings({"brokers": "kafka://a:1,b:2", "locks": "cache", "reservation": 30.0})
+    assert (parsed.brokers, parsed.lease, parsed.group, parsed.topic_prefix) == (("a:1", "b:2"), 30.0,
+                                                                                  "jobbridge", "jobbridge.")
+    with pytest.raises(RefusedSetting, match=r"'bootstrap_servers'.*brokers"):
+        parse_settings({"brokers": ["a:1"], "locks": "x", "bootstrap_servers": "a:1"})
+    with pytest.raises(RefusedSetting, match=r"'enable_auto_commit'.*never skips"):
+        parse_settings({"brokers": ["a:1"], "locks": "x", "enable_auto_commit": True})
+    with pytest.raises(ConfigurationError, match="unknown setting 'partitions'"):
+        parse_settings({"brokers": ["a:1"], "locks": "x", "partitions": 3})
+    with pytest.raises(ConfigurationError, match="topic_prefix 'a b'"):
+        parse_settings({"brokers": ["a:1"], "locks": "x", "topic_prefix": "a b"})
+    with pytest.raises(ConfigurationError, match="no brokers"):
+        parse_settings({"brokers": " , ", "locks": "x"})
+
+
+def test_open_without_a_lock_store_is_a_boot_failure_naming_it(clock: FixedClock) -> None:
+    with pytest.raises(ConfigurationError, match="needs locks = "):
+        open({"brokers": ["127.0.0.1:9092"]}, Resources(clock=clock))
+    with pytest.raises(ConfigurationError, match=r"locks = 'cache'.*resources.extra\['lock_store'\]"):
+        open({"brokers": ["127.0.0.1:9092"], "locks": "cache"}, Resources(clock=clock))
+    with pytest.raises(ConfigurationError, match="is a MemoryDriver; it must be a database or redis driver"):
+        open({"brokers": ["127.0.0.1:9092"], "locks": "cache"},
+             Resources(clock=clock, extra={"lock_store": MemoryDriver(clock=clock)}))
+
+
+def test_capabilities_follow_the_lock_store(redis_lock_store: RedisDriver, sqlite_lock_store: DatabaseDriver,
+                                            clock: FixedClock, names: dict[str, str]) -> None:
+    on_redis = make_driver("127.0.0.1:9092", redis_lock_store, clock, names)
+    on_sqlite = make_driver("127.0.0.1:9092", sqlite_lock_store, clock, names)
+    # delayed and failed jobs live in the lock store: Redis may lose them, a database does not
+    assert on_redis.capabilities.may_lose_an_accepted_job
+    assert not on_sqlite.capabilities.may_lose_an_accepted_job
+    assert on_sqlite.capabilities.shared_locks and on_sqlite.capabilities.delayed_push
+    assert "leases in sqlite at" in on_sqlite.describe()
+    # unique locks are the kafka connection's own, apart from the lock store connection's locks
+    assert on_sqlite.acquire_lock("job:7", "a", 60)
+    assert sqlite_lock_store.acquire_lock("job:7", "b", 60)
+    assert not on_sqlite.acquire_lock("job:7", "c", 60)
+    on_redis.close()
+    on_sqlite.close()
+
+
+def test_a_queue_kafka_cannot_name_fails_the_push(redis_lock_store: RedisDriver, clock: FixedClock,
+                                                  names: dict[str, str]) -> None:
+    driver = make_driver("127.0.0.1:9092", redis_lock_store, clock, names)
+    with pytest.raises(ConfigurationError, match="queue 'mail box' cannot be a Kafka topic"):
+        driver.push([make_envelope(clock, queue="mail box", delay=60)])
+    assert driver.store.delayed(clock.now() + 100) == {}  # nothing was stored
+    driver.close()
+
+
+def test_unreachable_brokers_are_driver_unavailable(monkeypatch: pytest.MonkeyPatch, redis_lock_store: RedisDriver,
+                                                    clock: FixedClock, names: dict[str, str]) -> None:
+    monkeypatch.setattr("jobbridge.drivers.kafka.client.ADMIN_TIMEOUT", 1.0)
+    driver = make_driver("127.0.0.1:1", redis_lock_store, clock, names)
+    with pytest.raises(DriverUnavailable, match="kafka failed to create topics") as caught:
+        driver.push([make_envelope(clock)])
+    assert type(caught.value.__cause__).__name__ == "KafkaException"
+    driver.close()
+
+
+# -- end to end on a database lock store ----------------------------------------------------------
+
+
+def test_the_life_of_jobs_on_a_sqlite_lock_store(brokers: str, sqlite_lock_store: DatabaseDriver,
+                                                 clock: FixedClock, names: dict[str, str]) -> None:
+    driver = make_driver(brokers, sqlite_lock_store, clock, names)
+    envs = [make_envelope(clock, payload={"n": i}) for i in range(4)] + [make_envelope(clock, delay=30)]
+    driver.push(envs)
+    got = {r.id: r for r in driver.reserve(["default"], 10)}
+    assert set(got) == {e.id for e in envs[:4]}
+    ack, again, dead, lost = (got[e.id] for e in envs[:4])
+    driver.acknowledge([ack])
+    driver.release(again, 5)
+    driver.fail(dead, "boom")
+    counts = {c.queue: c for c in driver.counts()}["default"]
+    assert (counts.ready, counts.delayed, counts.reserved) == (0, 2, 1)
+    clock.advance(DriverContract.RESERVATION + 1)
+    assert driver.reclaim_expired() == 1
+    assert driver.retry_failed(dead.id) == 1
+    back = {r.id: r.attempt for r in driver.reserve(["default"], 10)}
+    assert back == {again.id: 2, lost.id: 2, dead.id: 1, envs[4].id: 1}
+    assert driver.pending_count("default") == 4
+    driver.close()
+
+
+# -- offsets, restarts and kills --------------------------------------------------------------------
+
+
+def committed(brokers: str, group: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": brokers, "group.id": group})
+    try:
+        found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        return [tp.offset for tp in found]
+    finally:
+        consumer.close()
+
+
+def test_offsets_never_pass_an_unfinished_job_across_a_restart(
+    brokers: str, redis_lock_store: RedisDriver, clock: FixedClock, names: dict[str, str]
+) -> None:
+    first = make_driver(brokers, redis_lock_store, clock, names)
+    topic = first.topic("default")
+    Admin({"bootstrap.servers": brokers}, partitions=1).ensure([topic])  # one partition: offsets in push order
+    envs = [make_envelope(clock, payload={"n": i}) for i in range(6)]
+    first.push(envs)
+    got = first.reserve(["default"], 6)
+    assert [r.id for r in got] == [e.id for e in envs]
+    first.acknowledge([got[i] for i in (0, 1, 3, 5)])
+    assert first.reserve(["default"], 6) == []  # the reserving thread commits
+    assert committed(brokers, names["group"], topic, 1) == [2]
+    first.close()  # leaves the group; jobs 2 and 4 stay leased to a worker that is gone
+    assert committed(brokers, names["group"], topic, 1) == [2]
+
+    second = make_driver(brokers, redis_lock_store, clock, names)
+    assert second.reserve(["default"], 6) == []  # re-read from offset 2: 2 and 4 held, 3 and 5 done
+    assert second.pending_count("default") == 2
+    clock.advance(DriverContract.RESERVATION + 1)
+    assert second.reclaim_expired() == 2
+    back = second.reserve(["default"], 6)
+    assert sorted((r.id, r.attempt) for r in back) == sorted((envs[i].id, 2) for i in (2, 4))
+    second.acknowledge(back)
+    assert second.reserve(["default"], 6) == []
+    assert committed(brokers, names["group"], topic, 1) == [8]  # six jobs and the two copies
+    assert second.pending_count("default") == 0
+    second.close()
+
+
+_HOLDER = textwrap.dedent("""
+    import json, sys, time
+    from jobbridge.drivers import Resources
+    from jobbridge.drivers.kafka import open
+    from jobbridge.drivers.redis import RedisDriver
+    from jobbridge.drivers.redis.settings import parse_settings
+    from jobbridge.testing.clock import FixedClock
+
+    args = json.loads(sys.argv[1])
+    clock = FixedClock(args["now"])
+    lock = RedisDriver(parse_settings({"url": args["redis"], "prefix": args["prefix"]}), clock=clock)
+    extra = {"lock_store": lock, "kafka_consumer_config": {"session.timeout.ms": 2000}}
+    driver = open(args["settings"], Resources(clock=clock, extra=extra))
+    got, deadline = [], time.monotonic() + 30
+    while len(got) < args["take"] and time.monotonic() < deadline:
+        got += driver.reserve(["default"], args["take"] - len(got), wait=0.5)
+    print(json.dumps([r.id for r in got]), flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_killed_consumers_jobs_come_back_and_nothing_is_lost(
+    brokers: str, redis_lock_store: RedisDriver, redis_url: str, clock: FixedClock, names: dict[str, str]
+) -> None:
+    import json
+
+    settings = {"brokers": brokers, "locks": "locks", "lease": DriverContract.RESERVATION, **names}
+    driver = make_driver(brokers, redis_lock_store, clock, names)
+    envs = [make_envelope(clock, payload={"n": i}) for i in range(10)]
+    driver.push(envs)
+    args = {"now": clock.now(), "redis": redis_url, "prefix": redis_lock_store.settings.prefix,
+            "settings": settings, "take": 4}
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, json.dumps(args)], cwd=ROOT, text=True,
+                              stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        assert holder.stdout is not None
+        held = json.loads(holder.stdout.readline())
+        assert len(held) == 4
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+
+    # the dead consumer's group membership times out; this one takes the partitions over
+    first = driver.reserve(["default"], 10)
+    assert {r.id for r in first} == {e.id for e in envs} - set(held)
+    driver.acknowledge(first)
+    assert driver.reserve(["default"], 10) == [] and driver.pending_count("default") == 4
+    clock.advance(DriverContract.RESERVATION + 1)
+    assert driver.reclaim_expired() == 4
+    back = driver.reserve(["default"], 10)
+    assert sorted((r.id, r.attempt) for r in back) == sorted((job_id, 2) for job_id in held)
+    driver.acknowledge(back)
+    assert driver.reserve(["default"], 10) == []
+    topic = driver.topic("default")
+    partitions = driver.admin.topics()[topic]
+    starts, unread = driver.meter.unread(topic, partitions)
+    assert unread == 0, f"committed offsets {starts} stop short of the ends"
+    assert driver.pending_count("default") == 0
+    driver.close()
+
+
+def test_two_consumers_in_one_group_never_share_a_job(
+    brokers: str, redis_lock_store: RedisDriver, clock: FixedClock, names: dict[str, str]
+) -> None:
+    a = make_driver(brokers, redis_lock_store, clock, names)
+    b = make_driver(brokers, redis_lock_store, clock, names)
+    envs = [make_envelope(clock, payload={"n": i}) for i in range(40)]
+    a.push(envs)
+    early = a.reserve(["default"], 10)  # a owns every partition now, and holds ten leases
+    taken: dict[str, list[str]] = {"a": [r.id for r in early], "b": []}
+    stop = threading.Event()
+
+    def work(name: str, driver: KafkaDriver) -> None:
+        while not stop.is_set():
+            got = driver.reserve(["default"], 1 if name == "a" else 5, wait=0.2)
+            taken[name].extend(r.id for r in got)
+            driver.acknowledge(got)
+            if name == "a":
+                time.sleep(0.2)  # a slow worker: b joins the group and takes partitions over
+
+    threads = [threading.Thread(target=work, args=pair) for pair in (("a", a), ("b", b))]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while len(taken["a"]) + len(taken["b"]) < 40 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    a.acknowledge(early)  # finished after the rebalance: b learns it from the lock store
+    time.sleep(1.5)  # let both commit, and b look up what a held on its partitions
+    stop.set()
+    for t in threads:
+        t.join(10)
+    assert taken["b"], "the second consumer never got a partition"
+    everything = taken["a"] + taken["b"]
+    assert sorted(everything) == sorted(e.id for e in envs), "a job was lost or handed out twice"
+    topic = a.topic("default")
+    assert a.meter.unread(topic, a.admin.topics()[topic])[1] == 0
+    a.close()
+    b.close()
+
+
+def test_full_partitions_pause_and_resume_without_skipping(
+    monkeypatch: pytest.MonkeyPatch, brokers: str, redis_lock_store: RedisDriver, clock: FixedClock,
+    names: dict[str, str]
+) -> None:
+    monkeypatch.setattr("jobbridge.drivers.kafka.reader.BUFFER_CAP", 8)
+    driver = make_driver(brokers, redis_lock_store, clock, names)
+    envs = [make_envelope(clock, payload={"n": i}) for i in range(120)]
+    driver.push(envs)
+    seen: list[str] = []
+    while got := driver.reserve(["default"], 7):
+        seen += [r.id for r in got]
+        driver.acknowledge(got)
+    assert sorted(seen) == sorted(e.id for e in envs)
+    assert driver.pending_count("default") == 0
+    driver.close()
+
+
+def test_a_blocking_reserve_wakes_on_a_push_from_another_process_s_driver(
+    brokers: str, redis_lock_store: RedisDriver, clock: FixedClock, names: dict[str, str]
+) -> None:
+    worker = make_driver(brokers, redis_lock_store, clock, names)
+    web = make_driver(brokers, redis_lock_store, clock, names)
+    assert worker.reserve(["default"], 1) == []  # joined, caught up, idle
+    env = make_envelope(clock)
+    timer = threading.Timer(0.3, lambda: web.push([env]))
+    started = time.monotonic()
+    timer.start()
+    got = worker.reserve(["default"], 1, wait=10)
+    timer.join()
+    assert [r.id for r in got] == [env.id]
+    assert time.monotonic() - started < 3
+    worker.close()
+    web.close()
