@@ -10,12 +10,18 @@ from __future__ import annotations
 from benchmarks.common import Options, ProbeServer, run_library
 from benchmarks.report import LatencyRow, Row
 from benchmarks.run_jobbridge import Config, JobbridgeRunner
-from benchmarks.stores import BENCH_DB, empty_jobbridge_tables, ensure_mysql_database, mysql_url
+from benchmarks.stores import BENCH_DB, drop_jobbridge_tables, empty_jobbridge_tables, ensure_mysql_database, mysql_url
 from benchmarks.targets import Target
 
 TITLE = "MariaDB"
 JB = "jobbridge (mariadb)"
 TARGETS = (Target("jobbridge processing, 1 process", JB, "process-1p", at_least=2_500),)
+
+
+def _fresh(url: str) -> None:
+    """The benchmark database, with jobbridge's tables dropped: `migrate` creates the current schema."""
+    ensure_mysql_database(BENCH_DB)
+    drop_jobbridge_tables(url)
 
 
 def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:
@@ -25,6 +31,6 @@ def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[
         [Config("process-1p", "process, 1 process x default concurrency (8 threads)"),
          Config("process-2x8", "process, 2 processes x 8 threads", processes=2, concurrency=8)],
         latency="process-1p", clean=lambda: empty_jobbridge_tables(url),
-        before=lambda: ensure_mysql_database(BENCH_DB), poll_interval=1.0)  # the worker's default --sleep
+        before=lambda: _fresh(url), poll_interval=1.0)  # the worker's default --sleep
     rows, lat = run_library(lambda: runner, JB, probe, opts)
     return rows, [lat] if lat else []

@@ -11,7 +11,7 @@ from benchmarks.common import Options, ProbeServer, run_library
 from benchmarks.report import LatencyRow, Row
 from benchmarks.run_jobbridge import Config, JobbridgeRunner
 from benchmarks.run_procrastinate import ProcrastinateRunner
-from benchmarks.stores import BENCH_DB, empty_jobbridge_tables, ensure_pg_database, pg_url
+from benchmarks.stores import BENCH_DB, drop_jobbridge_tables, empty_jobbridge_tables, ensure_pg_database, pg_url
 from benchmarks.targets import Target
 
 TITLE = "PostgreSQL"
@@ -24,6 +24,12 @@ TARGETS = (
 )
 
 
+def _fresh(url: str) -> None:
+    """The benchmark database, with jobbridge's tables dropped: `migrate` creates the current schema."""
+    ensure_pg_database(BENCH_DB)
+    drop_jobbridge_tables(url)
+
+
 def jobbridge_runner() -> JobbridgeRunner:
     url = pg_url(BENCH_DB)
     return JobbridgeRunner(
@@ -31,7 +37,7 @@ def jobbridge_runner() -> JobbridgeRunner:
         [Config("process-1p", "process, 1 process x default concurrency (8 threads)"),
          Config("process-2x8", "process, 2 processes x 8 threads", processes=2, concurrency=8)],
         latency="process-1p", clean=lambda: empty_jobbridge_tables(url),
-        before=lambda: ensure_pg_database(BENCH_DB))
+        before=lambda: _fresh(url))
 
 
 def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:

@@ -64,8 +64,26 @@ def fresh_sqlite() -> None:
         Path(f"{SQLITE_FILE}{suffix}").unlink(missing_ok=True)
 
 
+def drop_jobbridge_tables(url: str) -> None:
+    """Drop jobbridge's tables in the benchmark database, so that `migrate` creates today's schema.
+
+    Emptying is not enough at the start of a run: a database left by an older
+    checkout keeps its older indexes, and the figures would be of that schema.
+    """
+    import sqlalchemy as sa
+
+    from jobbridge.drivers.database import metadata
+
+    engine = sa.create_engine(_sqlalchemy_url(url))
+    try:
+        metadata.drop_all(engine)
+    finally:
+        engine.dispose()
+
+
 def empty_jobbridge_tables(url: str) -> None:
-    """Delete every row of jobbridge's tables in the benchmark database (the schema version stays)."""
+    """Empty jobbridge's tables (the schema version stays): TRUNCATE on servers, so no dead rows are left
+    for the next measurement to skip, as Procrastinate's tables are truncated; DELETE on SQLite."""
     import sqlalchemy as sa
 
     from jobbridge.drivers.database import metadata
@@ -74,8 +92,12 @@ def empty_jobbridge_tables(url: str) -> None:
     try:
         with engine.begin() as conn:
             for table in reversed(metadata.sorted_tables):
-                if table.name != "jobbridge_schema":
+                if table.name == "jobbridge_schema":
+                    continue
+                if engine.dialect.name == "sqlite":
                     conn.execute(table.delete())
+                else:
+                    conn.execute(sa.text(f"TRUNCATE TABLE {table.name}"))
     finally:
         engine.dispose()
 
