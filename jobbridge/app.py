@@ -20,12 +20,14 @@ from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.container import Container
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Envelope, new_id
-from jobbridge.errors import NotAFake
+from jobbridge.errors import ConfigurationError, NotAFake
 from jobbridge.execution import Executor, Middleware
 from jobbridge.job import options_of
 from jobbridge.outcome import WorkStats
 from jobbridge.registry import JobRegistry
+from jobbridge.results.base import ResultRecord, ResultStore
 from jobbridge.settings import Settings
+from jobbridge.tracking import ResultTracker
 from jobbridge.transactions import defer_until_commit, on_rollback
 
 log = logging.getLogger("jobbridge.dispatch")
@@ -52,6 +54,8 @@ class JobBridge:
         self.middleware = tuple(middleware)
         self._drivers: dict[str, Driver] = dict(drivers or {})
         self._executors: dict[str, Executor] = {}
+        self._tracker: ResultTracker | None = None
+        self._tracker_opened = False
         self._lock = threading.RLock()
         self._warned_locks: set[str] = set()
         self.register(*jobs)
@@ -88,9 +92,69 @@ class JobBridge:
             found = self._executors.get(name)
             if found is None:
                 found = self._executors[name] = Executor(
-                    self.registry, self.container, connection=name, middleware=self.middleware
+                    self.registry, self.container, connection=name, middleware=self.middleware,
+                    tracker=self.tracker,
                 )
             return found
+
+    # -- results and cancellation --------------------------------------------------------------
+
+    @property
+    def tracker(self) -> ResultTracker | None:
+        """The result store's writer, or None when the settings name no store (see ``results``)."""
+        with self._lock:
+            if not self._tracker_opened:
+                where = self.settings.results_store()
+                if where is not None:
+                    from jobbridge.results import open_store
+
+                    url, options = where
+                    store = open_store(url, clock=self.clock, **options)
+                    self._tracker = ResultTracker(store, self.settings.result_ttl)
+                self._tracker_opened = True
+            return self._tracker
+
+    @property
+    def results(self) -> ResultStore | None:
+        """The result store (results, cancellations, chord counters), or None when there is none."""
+        tracker = self.tracker
+        return None if tracker is None else tracker.store
+
+    def _results_tracker(self) -> ResultTracker:
+        tracker = self.tracker
+        if tracker is None:
+            raise ConfigurationError(
+                f"no result store: the default connection's {self.settings.connection().driver} driver keeps "
+                "no results; set results = a store URL (sqlite:///..., postgresql://..., redis://...) "
+                "or the name of a database or redis connection"
+            )
+        return tracker
+
+    def result(self, job_id: str) -> ResultRecord | None:
+        """What the store holds for ``job_id``: its state, return value or error (None when unknown)."""
+        return self._results_tracker().store.get(job_id)
+
+    def wait(self, job_id: str, timeout: float) -> ResultRecord | None:
+        """Block until ``job_id`` is over (SUCCESS, FAILURE, REVOKED) or ``timeout`` seconds pass."""
+        return self._results_tracker().store.wait(job_id, timeout)
+
+    def forget(self, job_id: str) -> None:
+        """Drop what the store holds for ``job_id``."""
+        self._results_tracker().store.forget(job_id)
+
+    def store_state(self, job_id: str, state: str, *, meta: Mapping[str, Any] | None = None,
+                    name: str | None = None) -> None:
+        """Record a state from inside a running job (progress, custom states), visible to pollers at once."""
+        self._results_tracker().write(job_id, state, name=name, meta=dict(meta) if meta is not None else None)
+
+    def cancel(self, job_ids: str | Sequence[str], *, terminate: bool = False) -> None:
+        """Cancel jobs, durably: one that has not started never runs, on any worker, even one offline now.
+
+        A running one goes on unless ``terminate``: then it is stopped as a timeout would stop it.
+        Either way it ends REVOKED and is not retried. Cancellations are kept for ``result_ttl``.
+        """
+        ids = [job_ids] if isinstance(job_ids, str) else list(job_ids)
+        self._results_tracker().cancel(ids, terminate)
 
     def _inline_runner(self, connection: str) -> Any:
         return lambda env: self.executor(connection).run_inline(env)
@@ -201,6 +265,7 @@ class JobBridge:
         stats = WorkStats()
         names = list(queues or self.settings.queues)
         while got := driver.reserve(names, 1):
+            executor.refresh_cancellations([got[0].id])
             outcome = executor.run(got[0])
             Executor.settle(driver, [outcome])
             stats.add(outcome)
@@ -212,8 +277,11 @@ class JobBridge:
                 executor.close()
             for driver in self._drivers.values():
                 driver.close()
+            if self._tracker is not None:
+                self._tracker.store.close()
             self._executors.clear()
             self._drivers.clear()
+            self._tracker, self._tracker_opened = None, False
 
     def fake(self) -> Any:
         """A `QueueFake` sharing this app's registry and settings, for tests."""

@@ -17,7 +17,8 @@
     ├── NotAFake                  a QueueFake assertion called on a real queue
     ├── DriverError               a store failed (the client's exception is the __cause__)
     │   └── DriverUnavailable     the store cannot be reached right now; retrying may help
-    └── JobTimeout                raised inside an attempt that overran its timeout
+    ├── JobTimeout                raised inside an attempt that overran its timeout
+    └── JobCancelled              raised inside a running attempt cancelled with terminate=True
 """
 
 from __future__ import annotations
@@ -82,3 +83,7 @@ class DriverUnavailable(DriverError):
 
 class JobTimeout(JobBridgeError, TimeoutError):
     """An attempt ran past its timeout and was stopped; it counts as a failed attempt."""
+
+
+class JobCancelled(JobBridgeError):
+    """A running attempt was cancelled with ``terminate=True``; the job ends REVOKED, not retried."""

@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from jobbridge import payload, signals
@@ -21,10 +21,12 @@ from jobbridge.container import Container
 from jobbridge.context import JobContext
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Envelope, Reservation
-from jobbridge.errors import JobBridgeError, JobTimeout, PayloadDecodeError, UnknownJob
+from jobbridge.errors import JobBridgeError, JobCancelled, JobTimeout, PayloadDecodeError, UnknownJob
+from jobbridge.job import JobOptions, options_of
 from jobbridge.outcome import AcknowledgeJob, FailJob, Outcome, ReleaseJob
 from jobbridge.registry import JobRegistry
 from jobbridge.timeouts import Watchdog
+from jobbridge.tracking import ResultTracker
 
 CallNext = Callable[[], Any]
 Middleware = Callable[[JobContext, CallNext], Any]
@@ -45,8 +47,11 @@ class EventLoop:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 
-    def run(self, coro: Awaitable[Any], timeout: float) -> Any:
-        """Run ``coro`` on the loop; at ``timeout`` it is cancelled and `JobTimeout` raised here."""
+    def run(self, coro: Awaitable[Any], timeout: float, on_start: Callable[[Future[Any]], None] | None = None) -> Any:
+        """Run ``coro`` on the loop; at ``timeout`` it is cancelled and `JobTimeout` raised here.
+
+        ``on_start`` gets the future, so that a cancellation (terminate) can cancel it.
+        """
         loop = self._ensure()
 
         async def bounded() -> Any:
@@ -56,7 +61,12 @@ class EventLoop:
                 raise JobTimeout(f"attempt exceeded its timeout of {timeout:g}s and was cancelled") from None
 
         future: Future[Any] = asyncio.run_coroutine_threadsafe(bounded(), loop)
-        return future.result()
+        if on_start is not None:
+            on_start(future)
+        try:
+            return future.result()
+        except CancelledError:
+            raise JobCancelled("the job was cancelled while running (terminate=True)") from None
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -85,12 +95,17 @@ class Executor:
         middleware: Sequence[Middleware] = (),
         watchdog: Watchdog | None = None,
         loop: EventLoop | None = None,
+        tracker: ResultTracker | None = None,
     ) -> None:
         self.registry = registry
         self.container = container
         self.connection = connection
         self.watchdog = watchdog or Watchdog()
         self.loop = loop or EventLoop()
+        self.tracker = tracker
+        self.cancelled_ids: set[str] = set()
+        self._running: dict[str, Future[Any] | None] = {}
+        self._guard = threading.Lock()
         self._middleware: tuple[Middleware, ...] = (*middleware, self._timeout)
 
     # -- the attempt -------------------------------------------------------------------------
@@ -99,6 +114,9 @@ class Executor:
         """One attempt of one reservation, with its signals and its log line."""
         start = time.perf_counter()
         env = res.envelope
+        if env.id in self.cancelled_ids:
+            self.cancelled_ids.discard(env.id)
+            return self._revoked(res, None, start, terminated=False)
         if res.decode_error is not None:
             return self._discard(res, f"undecodable message: {res.decode_error}", start)
         try:
@@ -114,9 +132,15 @@ class Executor:
             )
             return self._give_up(ctx, res, lost, start)
         signals.send(signals.job_processing, cls, ctx=ctx, envelope=env)
+        if self.tracker is not None:
+            self.tracker.started(ctx, options_of(cls))
+        with self._guard:
+            self._running[env.id] = None
         try:
             with self.container.scope():
-                self._call(ctx, 0)
+                value = self._call(ctx, 0)
+        except JobCancelled:
+            return self._revoked(res, ctx, start, terminated=True)
         except ReleaseJob as exc:
             return self._release(ctx, res, exc, exc.delay, start)
         except AcknowledgeJob:
@@ -127,9 +151,12 @@ class Executor:
             if env.attempts < env.tries:
                 return self._release(ctx, res, exc, job.backoff(env.attempts), start)
             return self._give_up(ctx, res, exc, start)
+        finally:
+            with self._guard:
+                self._running.pop(env.id, None)
         outcome = Outcome(res, "acknowledge", "succeeded", duration_ms=_ms(start))
         signals.send(signals.job_processed, cls, ctx=ctx, envelope=env, duration_ms=outcome.duration_ms)
-        return self._finish(outcome, ctx)
+        return self._finish(outcome, ctx, value)
 
     def _context(self, env: Envelope, job: Any) -> JobContext:
         return JobContext(
@@ -153,8 +180,40 @@ class Executor:
     def _invoke(self, ctx: JobContext) -> Any:
         result = ctx.job.handle(ctx)
         if inspect.isawaitable(result):
-            return self.loop.run(result, ctx.timeout)
+            return self.loop.run(result, ctx.timeout, lambda future: self._started(ctx.id, future))
         return result
+
+    def _started(self, job_id: str, future: Future[Any]) -> None:
+        with self._guard:
+            if job_id in self._running:
+                self._running[job_id] = future
+
+    # -- cancellation ------------------------------------------------------------------------
+
+    def refresh_cancellations(self, waiting: Sequence[str]) -> None:
+        """Ask the store (one round trip) which of these held jobs, and which running ones, were cancelled.
+
+        A waiting job that was cancelled is acknowledged unrun when its turn comes; a running
+        one cancelled with ``terminate`` is stopped now, as a timeout would stop it.
+        """
+        if self.tracker is None:
+            return
+        with self._guard:
+            running = list(self._running)
+        cancelled, stop = self.tracker.cancelled(waiting, running)
+        self.cancelled_ids.update(cancelled.difference(running))
+        for job_id in stop:
+            self.terminate(job_id)
+
+    def terminate(self, job_id: str) -> bool:
+        """Stop a running attempt of ``job_id``; it ends REVOKED (`JobCancelled` inside it)."""
+        with self._guard:
+            if job_id not in self._running:
+                return False
+            future = self._running[job_id]
+        if future is not None:
+            return future.cancel()
+        return self.watchdog.interrupt(job_id)
 
     # -- the decisions -----------------------------------------------------------------------
 
@@ -179,6 +238,21 @@ class Executor:
         signals.send(signals.job_failed, type(ctx.job), ctx=ctx, error=error, exception=exc)
         return self._finish(outcome, ctx)
 
+    def _revoked(self, res: Reservation, ctx: JobContext | None, start: float, *, terminated: bool) -> Outcome:
+        """A cancelled job: acknowledged, never retried, stored REVOKED."""
+        outcome = Outcome(res, "acknowledge", "revoked", duration_ms=_ms(start))
+        cls = self._class_or_none(res.envelope.name)
+        signals.send(signals.job_cancelled, cls, envelope=res.envelope, terminated=terminated)
+        if ctx is None:
+            _log_attempt(res.envelope, outcome)
+            if self.tracker is not None:
+                self.tracker.settled(outcome, None, None)
+            return outcome
+        return self._finish(outcome, ctx)
+
+    def _class_or_none(self, name: str) -> type | None:
+        return self.registry.get(name) if name in self.registry else None
+
     def _discard(self, res: Reservation, reason: str, start: float) -> Outcome:
         """A message that cannot become a job: failed at once, with the reason, never retried."""
         outcome = Outcome(res, "fail", "discarded", error=reason, duration_ms=_ms(start))
@@ -186,8 +260,11 @@ class Executor:
         _log_attempt(res.envelope, outcome)
         return outcome
 
-    def _finish(self, outcome: Outcome, ctx: JobContext) -> Outcome:
+    def _finish(self, outcome: Outcome, ctx: JobContext, value: Any = None) -> Outcome:
         _log_attempt(outcome.reservation.envelope, outcome)
+        if self.tracker is not None:
+            options: JobOptions = options_of(type(ctx.job))
+            self.tracker.settled(outcome, options, value)
         return outcome
 
     # -- applying outcomes -------------------------------------------------------------------

@@ -35,6 +35,9 @@ class JobOptions:
     timeout: float = DEFAULT_TIMEOUT
     backoff: Backoff = DEFAULT_BACKOFF
     unique_for: float = DEFAULT_UNIQUE_FOR
+    store_result: bool = False
+    track_started: bool = False
+    result_ttl: float | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -66,6 +69,9 @@ class Job:
         timeout: float = DEFAULT_TIMEOUT,
         backoff: Backoff | None = None,
         unique_for: float = DEFAULT_UNIQUE_FOR,
+        store_result: bool = False,
+        track_started: bool = False,
+        result_ttl: float | None = None,
         abstract: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -85,10 +91,14 @@ class Job:
             timeout=float(timeout),
             backoff=backoff or DEFAULT_BACKOFF,
             unique_for=float(unique_for),
+            store_result=store_result,
+            track_started=track_started,
+            result_ttl=result_ttl,
         )
 
-    def handle(self, ctx: JobContext) -> Awaitable[None] | None:
-        """Run the job; raise to fail the attempt. May be ``async def``."""
+    def handle(self, ctx: JobContext) -> Any:
+        """Run the job; raise to fail the attempt. May be ``async def``; with ``store_result`` its
+        return value (JSON) is kept in the result store."""
         raise JobDefinitionError(f"{type(self).__qualname__} has no handle(self, ctx) method")
 
     def failed(self, ctx: JobContext, error: BaseException) -> Awaitable[None] | None:
@@ -115,6 +125,9 @@ def job(
     timeout: float = DEFAULT_TIMEOUT,
     backoff: Backoff | None = None,
     unique_for: float = DEFAULT_UNIQUE_FOR,
+    store_result: bool = False,
+    track_started: bool = False,
+    result_ttl: float | None = None,
 ) -> Callable[[type[J]], type[J]]:
     """Make a plain class with a ``handle(self, ctx)`` method a job, as if it subclassed `Job`."""
 
@@ -128,6 +141,7 @@ def job(
             cls.__name__, (cls, Job), namespace,
             name=name or f"{cls.__module__}.{cls.__qualname__}",
             queue=queue, tries=tries, timeout=timeout, backoff=backoff, unique_for=unique_for,
+            store_result=store_result, track_started=track_started, result_ttl=result_ttl,
         )
         return made
 

@@ -147,8 +147,10 @@ GENERAL: dict[str, Refusal] = {
         'driver plus that driver\'s URL (driver = "redis" and redis_url = "redis://..."), or keep '
         "Celery's settings through jobbridge.compat",
         "JOBBRIDGE_DRIVER plus that driver's URL (JOBBRIDGE_REDIS_URL=redis://...)"),
-    "result_backend": Refusal("jobbridge stores no job results, so there is no backend to point at",
-                              "nothing; a job that produces a result stores it itself"),
+    "result_backend": Refusal("it is Celery's name for where results are kept",
+                              "results = a store URL or a connection's name (the default connection's "
+                              "store when unset); store_result=True on the job class",
+                              "JOBBRIDGE_RESULTS"),
     "task_acks_late": Refusal(
         "it is already true, and cannot be switched off: a job is acknowledged only after its attempt",
         "nothing"),
@@ -164,7 +166,6 @@ GENERAL: dict[str, Refusal] = {
                           f"timeout= {_JOB_OPTION}, in seconds"),
     "backoff": Refusal("the wait between attempts belongs to the job",
                        f"backoff= {_JOB_OPTION} (Backoff.exponential(...) or Backoff.fixed(...))"),
-    "result_ttl": Refusal("jobbridge stores no job results, so there is nothing to expire", "nothing"),
     "failure_ttl": Refusal(
         "a failed job stays in the failed store until it is retried or flushed, never silently expired",
         "nothing; retry or flush the failed store (jobbridge failed, jobbridge retry)"),

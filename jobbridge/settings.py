@@ -38,7 +38,11 @@ TOP_FIELDS: dict[str, rules.Field] = {
     "processes": rules.Field("int", least=1),
     "sleep": rules.Field("float", least=0),
     "reservation": rules.Field("float", above=0),
+    "results": rules.Field("str"),
+    "result_ttl": rules.Field("float", above=0),
 }
+RESULT_DRIVERS = ("database", "redis", "memory")
+DEFAULT_RESULT_TTL = 86400.0
 DRIVER_KEYS: dict[str, tuple[str, str]] = {
     f"{driver}_{key}": (driver, key)
     for driver, fields in rules.DRIVER_FIELDS.items()
@@ -84,6 +88,8 @@ class Settings:
     sleep: float = 1.0
     reservation: float = DEFAULT_RESERVATION
     source: str = "defaults"
+    results: str | None = None
+    result_ttl: float = DEFAULT_RESULT_TTL
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "connections", MappingProxyType(dict(self.connections)))
@@ -92,6 +98,13 @@ class Settings:
             if conn.name != name:
                 raise ConfigurationError(f"connection {conn.name!r} is filed under the name {name!r}")
         self.connection(self.default_connection)
+        if self.results is not None and "://" not in self.results:
+            conn = self.connection(self.results)
+            if conn.driver not in RESULT_DRIVERS:
+                raise ConfigurationError(
+                    f"results names connection {conn.name!r}, a {conn.driver} connection, which cannot hold "
+                    f"results; name a {', '.join(RESULT_DRIVERS)} connection, or give a store URL "
+                    "(sqlite:///..., postgresql://..., redis://...)")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -135,6 +148,22 @@ class Settings:
             raise UnknownConnection(
                 f"no connection is named {key!r}{rules.suggest(key, self.connections)}; declared: {declared}"
             ) from None
+
+    def results_store(self) -> tuple[str, dict[str, Any]] | None:
+        """Where results and cancellations live, as (URL, options) for `jobbridge.results.open_store`.
+
+        ``results`` may be a URL or a connection's name; unset, the default connection's own
+        store serves when its driver can hold results (database, redis, memory), else there is none.
+        """
+        if self.results is not None and "://" in self.results:
+            return self.results, {}
+        conn = self.connection(self.results)
+        if conn.driver not in RESULT_DRIVERS:
+            return None
+        if conn.driver == "memory":
+            return "memory://", {}
+        options = {k: v for k, v in conn.options.items() if k not in ("url", "reservation")}
+        return str(conn.options["url"]), options
 
     def check_reservations(self) -> None:
         """Refuse a reservation the heartbeat (a renewal every quarter of it) cannot keep alive."""
@@ -289,7 +318,8 @@ def _build(data: Mapping[str, Any], src: _Source) -> Settings:
     settings = Settings(
         connections=connections, default_connection=default, queues=values.get("queues", ("default",)),
         concurrency=values.get("concurrency", 8), processes=values.get("processes", 1),
-        sleep=values.get("sleep", 1.0), reservation=reservation, source=src.name)
+        sleep=values.get("sleep", 1.0), reservation=reservation, source=src.name,
+        results=values.get("results"), result_ttl=values.get("result_ttl", DEFAULT_RESULT_TTL))
     settings.check_reservations()
     return settings
 

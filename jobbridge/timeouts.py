@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from jobbridge.errors import JobTimeout
+from jobbridge.errors import JobCancelled, JobTimeout
 
 
 class AttemptInterrupted(BaseException):
@@ -34,6 +34,7 @@ class _Watch:
     lock: threading.Lock = field(default_factory=threading.Lock)
     done: bool = False
     fired: bool = False
+    cancelled: bool = False
 
 
 def _raise_in(thread_id: int, exc: type[BaseException] | None) -> None:
@@ -55,6 +56,7 @@ class Watchdog:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
+        self._watching: dict[str, _Watch] = {}
         self.stuck: list[str] = []
 
     @contextlib.contextmanager
@@ -62,6 +64,8 @@ class Watchdog:
         """Run the body under ``timeout`` seconds; it raises `JobTimeout` if it overruns."""
         entry = _Watch(threading.get_ident(), self._now() + timeout, label)
         self._schedule(entry.deadline, entry, False)
+        with self._cond:
+            self._watching[label] = entry
         try:
             try:
                 yield
@@ -72,9 +76,27 @@ class Watchdog:
                         # or it would surface in the worker's own code.
                         _raise_in(entry.thread_id, None)
                     entry.done = True
+                with self._cond:
+                    self._watching.pop(label, None)
         except AttemptInterrupted:
             # Also caught when it lands inside the finally above, before the lock is taken.
+            if entry.cancelled:
+                raise JobCancelled("the job was cancelled while running (terminate=True)") from None
             raise JobTimeout(f"attempt exceeded its timeout of {timeout:g}s and was stopped") from None
+
+    def interrupt(self, label: str) -> bool:
+        """Stop the watched attempt ``label`` now, as a timeout would (it raises `JobCancelled`)."""
+        with self._cond:
+            entry = self._watching.get(label)
+        if entry is None:
+            return False
+        with entry.lock:
+            if entry.done or entry.fired:
+                return False
+            entry.cancelled = entry.fired = True
+            _raise_in(entry.thread_id, AttemptInterrupted)
+        self._schedule(self._now() + self.grace, entry, True)
+        return True
 
     def _schedule(self, when: float, entry: _Watch, is_grace: bool) -> None:
         with self._cond:

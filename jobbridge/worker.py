@@ -258,6 +258,8 @@ class Worker:
         got = self._store("reserve", lambda: self.driver.reserve(self.options.queues, limit, wait=wait))
         if got is None:
             return
+        if got:  # one look at the cancelled set per batch: a cancelled job is acknowledged unrun
+            self._store("check cancellations", lambda: self.executor.refresh_cancellations([r.id for r in got]))
         for res in got:
             self._held[res.id] = res
             pool.submit(res)
@@ -349,6 +351,8 @@ class Worker:
             count = self._store("reclaim", self.driver.reclaim_expired)
             if count:
                 log.info("reclaimed %d job(s) whose reservation lapsed", count)
+            if self.executor.tracker is not None:
+                self.executor.tracker.maybe_prune()
 
     def _heartbeat(self) -> None:
         """Renew every held reservation (running, prefetched, or finished but not yet stored)."""
@@ -356,6 +360,9 @@ class Worker:
         if not live:
             return
         kept = self._store("extend", lambda: self.driver.extend(live, self.lease))
+        # a cancellation reaches held jobs within one heartbeat: waiting ones are skipped, and
+        # running ones cancelled with terminate are stopped
+        self._store("check cancellations", lambda: self.executor.refresh_cancellations(list(self._held)))
         if kept is None:
             return
         for res in kept:

@@ -7,6 +7,7 @@ Every call into the client goes through `translated()`: a transport failure
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -90,10 +91,20 @@ class Admin:
     """Topics and offsets: create a queue's topic once, list partitions and their ends."""
 
     def __init__(self, config: Mapping[str, Any], partitions: int = TOPIC_PARTITIONS) -> None:
-        self.client = AdminClient(dict(config))
+        self._config = dict(config)
+        self._client: AdminClient | None = None
+        self._pid = 0
         self.partitions = partitions
         self._known: set[str] = set()
         self._lock = threading.Lock()
+
+    @property
+    def client(self) -> AdminClient:
+        """Built in the process that uses it: a client's threads do not survive a fork."""
+        with self._lock:
+            if self._client is None or self._pid != os.getpid():
+                self._client, self._pid = AdminClient(self._config), os.getpid()
+            return self._client
 
     def ensure(self, topics: Iterable[str]) -> None:
         """Create the topics that do not exist yet (replication as the brokers' default)."""
@@ -150,6 +161,8 @@ class Sender:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.producer = Producer(dict(config))
+        #: a fatal error (the idempotent producer fenced or out of sequence) ends this producer
+        self.broken = False
 
     def send(self, messages: Iterable[tuple[str, str | None, bytes]]) -> None:
         """Produce ``(topic, key, value)`` messages and wait until the brokers acknowledged them all."""
@@ -168,6 +181,7 @@ class Sender:
                 return
             left = self.producer.flush(FLUSH_TIMEOUT)
         if failed:
+            self.broken = any(error.fatal() for error in failed)
             raise error_for("deliver a job", failed[0])
         if left:
             raise DriverUnavailable(f"kafka did not acknowledge {left} message(s) within {FLUSH_TIMEOUT:g} s")

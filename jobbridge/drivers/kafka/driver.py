@@ -95,7 +95,7 @@ class KafkaDriver:
 
     @property
     def sender(self) -> Sender:
-        if self._sender is None or self._sender_pid != os.getpid():
+        if self._sender is None or self._sender.broken or self._sender_pid != os.getpid():
             self._sender, self._sender_pid = Sender(self._producer_config), os.getpid()
         return self._sender
 

@@ -172,7 +172,9 @@ class Reader:
     def poll(self, timeout: float) -> None:
         """Read what the client has (waiting up to ``timeout``) into the partitions' buffers."""
         with translated("read messages"):
-            messages = self.consumer.consume(POLL_BATCH, timeout)
+            # poll returns with the first message; consume(..., timeout) would wait out its timeout
+            first = self.consumer.poll(timeout) if timeout > 0 else None
+            messages = ([first] if first is not None else []) + self.consumer.consume(POLL_BATCH, 0)
         full: list[Partition] = []
         with self._lock:
             for message in messages:
@@ -207,7 +209,7 @@ class Reader:
         self._resolve_starts()
         with self._lock:
             parts = [p for p in self._parts.values() if p.topic in wanted]
-        ends = self.admin.offsets([(p.topic, p.number) for p in parts])
+        ends = self._ends(parts)
         deadline = time.monotonic() + CATCH_UP_SECONDS
         while time.monotonic() < deadline:
             with self._lock:
@@ -218,6 +220,19 @@ class Reader:
             self.poll(POLL_STEP)
         # a broker may report the end as the start of its last batch: that batch's tail is here already
         self.poll(0)
+
+    def _ends(self, parts: Sequence[Partition]) -> dict[tuple[str, int], int]:
+        """Where each partition ends: the broker's answer, or the last fetch's high watermark if later.
+
+        The broker's answer may be the start of its last batch + 1 (Tansu): once that batch was
+        fetched, its high watermark (kept by the client, no round trip) says where it really ends.
+        """
+        ends = self.admin.offsets([(p.topic, p.number) for p in parts])
+        with translated("read high watermarks"):
+            for p in parts:
+                _, high = self.consumer.get_watermark_offsets(p.tp, cached=True)
+                ends[(p.topic, p.number)] = max(ends[(p.topic, p.number)], int(high))
+        return ends
 
     def _resolve_starts(self) -> None:
         """Look up where reading starts for partitions that have read nothing yet."""

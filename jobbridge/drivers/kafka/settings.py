@@ -101,9 +101,10 @@ def parse_settings(settings: Mapping[str, Any]) -> KafkaSettings:
     locks = settings.get("locks")
     if not isinstance(locks, str) or not locks.strip():
         raise ConfigurationError(
-            "a kafka connection needs locks = \"<name of a database or redis connection>\": Kafka keeps "
-            "offsets, not per-job reservations, so each job's lease, delayed and failed jobs live in that "
-            "shared store; without it two workers could run one job and a dead worker's job never returns")
+            "a kafka connection needs locks = \"<name of a database or redis connection>\" (declare both in "
+            "a connections section): Kafka keeps offsets, not per-job reservations, so each job's lease and the "
+            "delayed and failed jobs live in that shared store; without it two workers could run one job and "
+            "a dead worker's job would never come back")
     return KafkaSettings(
         brokers=_brokers(settings["brokers"]),
         locks=locks.strip(),
