@@ -487,8 +487,9 @@ def test_full_partitions_pause_and_resume_without_skipping(
 ) -> None:
     monkeypatch.setattr("jobbridge.drivers.kafka.reader.BUFFER_CAP", 8)
     driver = make_driver(brokers, redis_lock_store, clock, names)
-    envs = [make_envelope(clock, payload={"n": i}) for i in range(120)]
-    driver.push(envs)
+    Admin({"bootstrap.servers": brokers}, partitions=1).ensure([driver.topic("default")])
+    envs = [make_envelope(clock, payload={"n": i}) for i in range(600)]
+    driver.push(envs)  # one batch: Tansu reports the partition's end as 1 however far it goes
     seen: list[str] = []
     while got := driver.reserve(["default"], 7):
         seen += [r.id for r in got]
