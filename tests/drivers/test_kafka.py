@@ -38,6 +38,7 @@ from jobbridge.envelope import FailedJob, new_id
 from jobbridge.errors import ConfigurationError, DriverUnavailable, NoFailedJob, RefusedSetting
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import DriverContract, make_envelope
+from tests.drivers.database_servers import DIALECTS, fresh_database
 from tests.services import ensure_kafka, ensure_redis
 
 #: group joins on Tansu take about half of this; 2 s keeps them near the 1 s floor
@@ -117,19 +118,22 @@ class TestKafkaContract(DriverContract):
 # -- the lock store, on its own: both kinds, no Kafka ------------------------------------------
 
 
-@pytest.fixture(params=["redis", "sqlite"])
+@pytest.fixture(params=["redis", *DIALECTS])
 def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> Iterator[LeaseStore]:
+    """Each kind of lock store, with a scope of its own."""
     scope = f"g@{uuid.uuid4().hex[:8]}."
-    if request.param == "sqlite":
-        lock: Any = DatabaseDriver(f"sqlite:///{tmp_path / 'locks.sqlite3'}", clock=clock)
-        yield SqlLeaseStore.on(lock, scope)
-    else:
-        lock = RedisDriver(redis_settings({"url": ensure_redis(), "prefix": f"jbkt:{uuid.uuid4().hex[:10]}:"}),
-                           clock=clock)
-        yield RedisLeaseStore.on(lock, scope)
-        keys = list(lock.client.scan_iter(match=f"{lock.settings.prefix}*", count=1000))
-        if keys:
-            lock.client.delete(*keys)
+    if request.param in DIALECTS:
+        with fresh_database(request.param, tmp_path) as url:
+            database = DatabaseDriver(url, clock=clock)
+            yield SqlLeaseStore.on(database, scope)
+            database.close()
+        return
+    lock = RedisDriver(redis_settings({"url": ensure_redis(), "prefix": f"jbkt:{uuid.uuid4().hex[:10]}:"}),
+                       clock=clock)
+    yield RedisLeaseStore.on(lock, scope)
+    keys = list(lock.client.scan_iter(match=f"{lock.settings.prefix}*", count=1000))
+    if keys:
+        lock.client.delete(*keys)
     lock.close()
 
 
