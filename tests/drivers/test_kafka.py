@@ -8,6 +8,7 @@ Tansu wait about half the session timeout, so every consumer here runs with
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -23,7 +24,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from jobbridge.clock import Clock
+from jobbridge import Backoff, JobBridge, JobContext, job
+from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers import Resources, driver_for_url, load
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.drivers.kafka import REFUSED, SETTINGS, KafkaDriver, brokers_from_url, open, parse_settings
@@ -36,8 +38,10 @@ from jobbridge.drivers.redis import RedisDriver
 from jobbridge.drivers.redis.settings import parse_settings as redis_settings
 from jobbridge.envelope import FailedJob, new_id
 from jobbridge.errors import ConfigurationError, DriverUnavailable, NoFailedJob, RefusedSetting
+from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import DriverContract, make_envelope
+from jobbridge.worker import Worker, WorkerOptions
 from tests.drivers.database_servers import DIALECTS, fresh_database
 from tests.services import ensure_kafka, ensure_redis
 
@@ -519,3 +523,50 @@ def test_a_blocking_reserve_wakes_on_a_push_from_another_process_s_driver(
     assert time.monotonic() - started < 3
     worker.close()
     web.close()
+
+
+# -- a real worker over Kafka -------------------------------------------------------------------
+
+RAN: list[tuple[int, int]] = []
+
+
+@job("kafka-test.record", tries=2, backoff=Backoff.fixed(0))
+@dataclasses.dataclass
+class Record:
+    """n=1 fails its first attempt; n=2 fails every attempt; the rest succeed."""
+
+    n: int
+
+    def handle(self, ctx: JobContext) -> None:
+        RAN.append((self.n, ctx.attempt))
+        if self.n == 2 or (self.n == 1 and ctx.attempt == 1):
+            raise RuntimeError(f"job {self.n} fails attempt {ctx.attempt}")
+
+
+def test_a_worker_runs_retries_and_fails_jobs_over_kafka(brokers: str, redis_url: str,
+                                                         names: dict[str, str]) -> None:
+    RAN.clear()
+    prefix = f"jbkt:{uuid.uuid4().hex[:10]}:"
+    settings = Settings.from_mapping({"connections": {
+        "default": "events",
+        "events": {"driver": "kafka", "brokers": brokers, "locks": "locks", **names},
+        "locks": {"driver": "redis", "url": redis_url, "prefix": prefix},
+    }})
+    lock = RedisDriver(redis_settings(settings.connection("locks").options), clock=SYSTEM_CLOCK)
+    kafka = open(settings.connection("events").options,
+                 Resources(clock=SYSTEM_CLOCK, extra={"lock_store": lock, "kafka_consumer_config": FAST_GROUP}))
+    bridge = JobBridge(settings, drivers={"events": kafka, "locks": lock}, jobs=[Record])
+    try:
+        bridge.dispatch_many([Record(n=i) for i in range(6)])
+        worker = Worker(bridge, WorkerOptions(concurrency=3, sleep=0.05, stop_when_empty=True))
+        stats = worker.run()
+        assert sorted(RAN) == sorted([(i, 1) for i in range(6)] + [(1, 2), (2, 2)])
+        assert (stats.succeeded, stats.released, stats.failed) == (5, 2, 1)
+        (failed,) = kafka.failed_jobs(5)
+        assert failed.name == "kafka-test.record" and "fails attempt 2" in failed.error
+        assert kafka.pending_count("default") == 0
+    finally:
+        keys = list(lock.client.scan_iter(match=f"{prefix}*", count=1000))
+        if keys:
+            lock.client.delete(*keys)
+        bridge.close()

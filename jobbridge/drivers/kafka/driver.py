@@ -78,7 +78,7 @@ class KafkaDriver:
         self.admin = Admin(common_config(settings.brokers, extra), partitions)
         self._producer_config = producer_config(settings.brokers, extra)
         reading = consumer_config(settings.brokers, settings.group, {**extra, **(consumer or {})})
-        self.reader = Reader(reading, self.admin, store)
+        self.reader = Reader(reading, self.admin, store, settings.lease)
         self.meter = Meter(reading, self.admin)
         self._sender: Sender | None = None
         self._sender_pid = 0
@@ -297,7 +297,9 @@ class KafkaDriver:
                 out.append(counts)
         return out
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
+    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
+        """In the lock store, never in ``transaction``: a push here cannot join one either (the app
+        pushes after the commit and drops the lock on a rollback)."""
         return self.store.acquire_lock(self._lock_prefix + key, owner, ttl)
 
     def release_lock(self, key: str, owner: str) -> None:

@@ -34,7 +34,8 @@ log = logging.getLogger("jobbridge.kafka")
 POLL_BATCH = 500
 #: messages buffered per partition before it is paused
 BUFFER_CAP = 500
-#: seconds a reserve spends reading up to the ends of its queues' partitions
+#: seconds a reserve spends at most reading up to the ends of its queues' partitions (and at
+#: most a quarter of the lease: the worker renews leases from the thread that reserves)
 CATCH_UP_SECONDS = 5.0
 #: one poll's wait while catching up or waiting for work
 POLL_STEP = 0.05
@@ -101,8 +102,9 @@ class Partition:
 class Reader:
     """The consumer, its assigned partitions, and what was read from them."""
 
-    def __init__(self, config: Mapping[str, Any], admin: Admin, store: LeaseStore) -> None:
+    def __init__(self, config: Mapping[str, Any], admin: Admin, store: LeaseStore, lease: float = 60.0) -> None:
         self._config = dict(config)
+        self.catch_up_seconds = min(CATCH_UP_SECONDS, lease / 4)
         self.admin, self.store = admin, store
         self._consumer: Consumer | None = None
         self._pid = 0
@@ -210,7 +212,7 @@ class Reader:
         with self._lock:
             parts = [p for p in self._parts.values() if p.topic in wanted]
         ends = self._ends(parts)
-        deadline = time.monotonic() + CATCH_UP_SECONDS
+        deadline = time.monotonic() + self.catch_up_seconds
         while time.monotonic() < deadline:
             with self._lock:
                 behind = [p for p in parts if self._parts.get((p.topic, p.number)) is p and not p.paused
