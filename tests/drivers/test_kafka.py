@@ -295,6 +295,8 @@ def test_capabilities_follow_the_lock_store(redis_lock_store: RedisDriver, sqlit
     assert not on_sqlite.capabilities.may_lose_an_accepted_job
     assert on_sqlite.capabilities.shared_locks and on_sqlite.capabilities.delayed_push
     assert "leases in sqlite at" in on_sqlite.describe()
+    assert on_sqlite.check_eviction_policy() == "not redis"
+    assert on_redis.check_eviction_policy() == redis_lock_store.check_eviction_policy()
     # unique locks are the kafka connection's own, apart from the lock store connection's locks
     assert on_sqlite.acquire_lock("job:7", "a", 60)
     assert sqlite_lock_store.acquire_lock("job:7", "b", 60)

@@ -311,6 +311,12 @@ class KafkaDriver:
         """The lock store's tables (topics are created when first pushed to or reserved from)."""
         self.store.migrate()
 
+    def check_eviction_policy(self) -> str:
+        """On a redis lock store, warn unless Redis refuses writes rather than evict keys (the worker
+        calls this at start-up); on a database lock store there is nothing to check."""
+        check = getattr(self.store, "check_eviction_policy", None)
+        return str(check()) if callable(check) else "not redis"
+
     def describe(self) -> str:
         s = self.settings
         return (f"kafka {','.join(s.brokers)} (group {s.group!r}, topics {s.topic_prefix}<queue>; "

@@ -66,6 +66,10 @@ class RedisLeaseStore:
     def migrate(self) -> None:
         """Nothing to create: keys appear when first written."""
 
+    def check_eviction_policy(self) -> str:
+        """The redis driver's check: an evicting Redis drops delayed and failed jobs silently."""
+        return str(self._locks.check_eviction_policy()) if self._locks is not None else "unknown"
+
     def _run(self, script: Script, *args: EncodableT) -> Any:
         with translated():
             return script(keys=[], args=[self.prefix, *args])
