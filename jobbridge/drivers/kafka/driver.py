@@ -157,30 +157,30 @@ class KafkaDriver:
             if not parked and not ready:
                 break
             pairs = parked + ready
-            claims = [self._claim_for(queue, item, now, park=i < len(parked)) for i, (_, item) in enumerate(pairs)]
-            results = self.store.claim(claims)
+            claims = [self._parking(queue, item) for _, item in parked]
+            handed = [self._handing_out(queue, item, now) for _, item in ready]
+            results = self.store.claim(claims + [claim for claim, _ in handed])
             self.reader.taken([(p, item, r) for (p, item), r in zip(pairs, results, strict=True)])
-            for (_, item), claim, result in zip(pairs, claims, results, strict=True):
-                if result is Claimed.WON and not claim.park:
-                    got.append(self._reservation(queue, item, claim, now))
+            got += [res for (_, res), result in zip(handed, results[len(parked):], strict=True)
+                    if result is Claimed.WON]
             if not ready:
                 break
         return got
 
-    def _claim_for(self, queue: str, item: Item, now: float, *, park: bool) -> Claim:
-        if park:
-            return Claim(item.spot, queue, new_id(), item.available_at, item.job_id, item.body, park=True)
-        env = item.envelope
-        body = env.replace(attempts=env.attempts + 1).encode() if env is not None else item.body
-        return Claim(item.spot, queue, new_id(), now + self.reservation, item.job_id, body)
+    def _parking(self, queue: str, item: Item) -> Claim:
+        """Settle the spot, and keep the message as it is in a delayed row until it is due."""
+        return Claim(item.spot, queue, new_id(), item.available_at, item.job_id, item.body, park=True)
 
-    def _reservation(self, queue: str, item: Item, claim: Claim, now: float) -> Reservation:
-        receipt = Receipt(item.spot, claim.token)
+    def _handing_out(self, queue: str, item: Item, now: float) -> tuple[Claim, Reservation]:
+        """The lease to claim (it keeps the envelope as handed out) and the reservation if it is won."""
+        token, until = new_id(), now + self.reservation
+        receipt = Receipt(item.spot, token)
         if item.envelope is None:
             stand_in = undecodable(id=item.job_id, queue=queue, attempts=1, now=now)
-            return Reservation(stand_in, receipt, claim.at, item.body, item.error)
+            return (Claim(item.spot, queue, token, until, item.job_id, item.body),
+                    Reservation(stand_in, receipt, until, item.body, item.error))
         env = item.envelope.replace(attempts=item.envelope.attempts + 1)
-        return Reservation(env, receipt, claim.at)
+        return Claim(item.spot, queue, token, until, env.id, env.encode()), Reservation(env, receipt, until)
 
     def _promote(self) -> None:
         """Produce the delayed rows that are due, then drop them (a crash in between: produced twice)."""

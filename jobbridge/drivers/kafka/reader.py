@@ -120,7 +120,8 @@ class Reader:
     @property
     def consumer(self) -> Consumer:
         if self._consumer is None or self._pid != os.getpid():
-            # a forked child must not touch its parent's client: it builds its own
+            # a forked child must not touch its parent's client (nor a lock a parent thread held)
+            self._lock = threading.Lock()
             self._parts, self._subscribed, self._joined = {}, set(), False
             with translated("create the consumer"):
                 self._consumer = Consumer(self._config)
@@ -136,13 +137,13 @@ class Reader:
             self._subscribed |= wanted
             self._joined = False
             with translated("subscribe to the queues' topics"):
-                consumer.subscribe(sorted(self._subscribed), on_assign=self._assigned,
-                                        on_revoke=self._revoked, on_lost=self._lost)
+                consumer.subscribe(sorted(self._subscribed), on_assign=self._assigned, on_revoke=self._revoked,
+                                   on_lost=self._lost)
         deadline = time.monotonic() + self.join_timeout
         while not self._joined:
             if time.monotonic() > deadline:
                 raise DriverUnavailable(
-                    f"kafka assigned no partitions to this consumer within {self.join_timeout:g} s "
+                    f"this consumer did not join its group within {self.join_timeout:g} s "
                     f"(group {self._config['group.id']!r}); are the brokers up?")
             self.poll(POLL_STEP)
 
@@ -178,11 +179,14 @@ class Reader:
             first = self.consumer.poll(timeout) if timeout > 0 else None
             messages = ([first] if first is not None else []) + self.consumer.consume(POLL_BATCH, 0)
         full: list[Partition] = []
+        errors: list[KafkaError] = []
         with self._lock:
+            # every message is buffered before an error is raised: one read and dropped would be
+            # taken for a gap in the offsets, and committed past
             for message in messages:
                 error = message.error()
                 if error is not None:
-                    self._on_error(error)
+                    errors.append(error)
                     continue
                 part = self._parts.get((str(message.topic()), int(message.partition() or 0)))
                 if part is None:
@@ -198,12 +202,11 @@ class Reader:
         if full:
             with translated("pause full partitions"):
                 self.consumer.pause([p.tp for p in full])
-
-    def _on_error(self, error: KafkaError) -> None:
-        if error.fatal() or error.code() == KafkaError._ALL_BROKERS_DOWN:
-            raise error_for("read messages", error)
-        if error.code() not in _QUIET:
-            log.warning("kafka consumer: %s", error)
+        for error in errors:
+            if error.fatal() or error.code() == KafkaError._ALL_BROKERS_DOWN:
+                raise error_for("read messages", error)
+            if error.code() not in _QUIET:
+                log.warning("kafka consumer: %s", error)
 
     def catch_up(self, topics: Iterable[str]) -> None:
         """Read until each partition of ``topics`` is at the end the broker reported (or full)."""
