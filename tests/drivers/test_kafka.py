@@ -66,10 +66,15 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-def names(request: pytest.FixtureRequest) -> dict[str, str]:
-    """A topic prefix per test; a group per test class (each test's topics are its own anyway)."""
-    owner = request.cls.__name__ if request.cls else "module"
-    return {"topic_prefix": f"jbt{uuid.uuid4().hex[:10]}.", "group": f"jbtest-{owner}"}
+def names() -> dict[str, str]:
+    """A topic prefix and a group per test.
+
+    On Tansu, joining a group that already exists costs as much as a new one (about a second),
+    and a shared group would couple tests: a consumer killed in one lingers as a member until
+    its session times out, and every join waits for it.
+    """
+    tag = uuid.uuid4().hex[:10]
+    return {"topic_prefix": f"jbt{tag}.", "group": f"jbtest-{tag}"}
 
 
 @pytest.fixture
