@@ -47,7 +47,6 @@ PREFETCH_MS = 20.0
 #: never more than this many times ``concurrency`` jobs ahead
 MAX_AHEAD = 7
 #: a batch of outcomes the store refused this many times running is given up (its leases lapse)
-SETTLE_TRIES = 3
 MAX_BACKOFF = 30.0
 
 
@@ -134,7 +133,6 @@ class Worker:
         self._lost: set[str] = set()
         self._stuck: set[str] = set()
         self._unsettled: list[Outcome] = []
-        self._settle_failures = 0
         self._reserved = 0
         self._stop_reason: str | None = None
         self._announced = False
@@ -321,13 +319,15 @@ class Worker:
             return
         keep = [o for o in batch if o.reservation.id not in self._lost]
         if keep and self._store("settle", lambda: _settled(self.driver, keep)) is None:
-            self._settle_failures += 1
-            if self._settle_failures < SETTLE_TRIES:
+            # Keep trying while the jobs are still ours: once every lease has lapsed another
+            # worker may hold them, and storing these outcomes could only be refused as stale.
+            now = self.bridge.clock.now()
+            if any(self._held.get(o.reservation.id, o.reservation).lease_until > now for o in keep):
                 self._unsettled = batch
                 return
-            log.warning("gave up storing the outcome of %d attempt(s); those jobs run again once their "
-                        "reservations lapse", len(keep))
-        self._unsettled, self._settle_failures = [], 0
+            log.warning("gave up storing the outcome of %d attempt(s): the store stayed unreachable until "
+                        "their reservations lapsed, so those jobs run again", len(keep))
+        self._unsettled = []
         for outcome in batch:
             job_id = outcome.reservation.id
             if job_id in self._lost:
