@@ -62,12 +62,27 @@ def test_store_errors_are_reported_and_the_worker_goes_on(harness: Harness, cloc
     assert all(sender is worker for sender, _ in seen)
 
 
-def test_outcomes_the_store_keeps_refusing_are_given_up_to_their_leases(
+class RefusesUntilTheLeaseLapses(Flaky):
+    """Refuses every acknowledge; on the sixth refusal the clock passes the job's lease."""
+
+    def __init__(self, clock: FixedClock) -> None:
+        super().__init__({"acknowledge": 10**6}, clock=clock)
+        self.refused = 0
+
+    def acknowledge(self, reservations: Sequence[Reservation]) -> None:
+        self.refused += 1
+        if self.refused == 6:
+            self.clock.advance(self.reservation + 1)  # type: ignore[attr-defined]
+        super().acknowledge(reservations)
+
+
+def test_outcomes_are_stored_while_the_lease_lasts_then_given_up_to_it(
         harness: Harness, clock: FixedClock) -> None:
-    driver = Flaky({"acknowledge": 99}, clock=clock)
+    driver = RefusesUntilTheLeaseLapses(clock)
     bridge = harness.bridge(driver=driver)
     bridge.dispatch(jobs.Noop(n=1))
     stats = harness.worker(bridge, stop_when_empty=True, sleep=0.01).run()
     assert stats.processed == 1
+    assert driver.refused >= 6, "it kept trying while the reservation was still the worker's"
     (counts,) = driver.counts()
     assert counts.reserved == 1, "not acknowledged: it runs again once its reservation lapses"
