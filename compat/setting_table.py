@@ -15,29 +15,12 @@ accepted (``beat_schedule = {}``). A name in none of these tables is an error.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Kind = Literal["honour", "accept", "refuse"]
-
-
-@dataclass(frozen=True)
-class Rule:
-    """What one setting does on jobbridge; ``ok(value)`` flips accept to refuse (or back) by value."""
-
-    kind: Kind
-    why: str
-    instead: str = ""
-    ok: Callable[[Any], bool] | None = None
-
-    def refuses(self, value: Any) -> bool:
-        if self.kind == "refuse":
-            return self.ok is None or not self.ok(value)
-        return self.kind == "accept" and self.ok is not None and not self.ok(value)
-
-
-def _empty(value: Any) -> bool:
-    return value is None or value is False or value in ("", {}, [], ())
+from . import setting_results
+from .setting_rules import OLD_NAMES, RULES, Rule
+from .setting_rules import add as _add
+from .setting_rules import empty as _empty
 
 
 def _is(*allowed: Any) -> Callable[[Any], bool]:
@@ -61,9 +44,6 @@ _FAILED_STORE = "set it to True or remove it: a failed job goes to the failed st
 _PREFETCH = ("a worker reserves only what its threads can start soon, and delayed tasks wait in the store, "
              "not in worker memory")
 _POOL = "jobbridge runs and supervises its own worker processes and threads (--processes, --concurrency)"
-_RESULTS = ("jobbridge keeps no task results yet (the result store arrives with issue 6): the value has "
-            "no effect, and reading a result (AsyncResult.get(), .state) raises ResultsNotEnabled")
-_RESULTS_NEEDED = "remove it; it needs the result store, which arrives with issue 6"
 _JSON = "jobbridge stores every payload as JSON"
 _JSON_ONLY = ("set it to 'json' (or remove it): pickle, yaml and msgpack are refused because a job's "
               "payload is JSON that any worker can read and nothing can turn into code")
@@ -80,16 +60,6 @@ _SECURITY = ("remove it: message signing is not provided; restrict who may write
 _BROKER_PARTS = "write one broker_url (redis://user:password@host:port/db, sqla+postgresql://..., sqs://...)"
 _LOGGING = ("configure logging yourself: connect celery.signals.setup_logging (jobbridge then leaves "
             "logging alone) or call logging.config.dictConfig in your app")
-_CANVAS = "remove it: chords and callbacks arrive with canvas support, the next issue"
-RULES: dict[str, Rule] = {}
-OLD_NAMES: dict[str, str] = {}
-
-def _add(rule: Rule, names: str) -> None:
-    for line in names.strip().splitlines():
-        new, old = line.split()
-        RULES[new] = rule
-        OLD_NAMES[old] = new
-
 # -- honoured -----------------------------------------------------------------------------------
 _add(Rule("honour", "selects the jobbridge driver and its URL (see docs/compat.md, broker URLs)"), """
 broker_url BROKER_URL
@@ -220,92 +190,7 @@ _add(Rule("accept", "the message format is jobbridge's own; payloads are never l
 task_protocol CELERY_TASK_PROTOCOL
 task_repr_maxlevels CELERY_REPR_MAXLEVELS
 """)
-_add(Rule("accept", _RESULTS), """
-result_backend CELERY_RESULT_BACKEND
-result_backend_always_retry CELERY_RESULT_BACKEND_ALWAYS_RETRY
-result_backend_base_sleep_between_retries_ms CELERY_RESULT_BACKEND_BASE_SLEEP_BETWEEN_RETRIES_MS
-result_backend_max_retries CELERY_RESULT_BACKEND_MAX_RETRIES
-result_backend_max_sleep_between_retries_ms CELERY_RESULT_BACKEND_MAX_SLEEP_BETWEEN_RETRIES_MS
-result_backend_transport_options CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS
-result_cache_max CELERY_MAX_CACHED_RESULTS
-result_chord_join_timeout CELERY_RESULT_CHORD_JOIN_TIMEOUT
-result_chord_retry_interval CELERY_RESULT_CHORD_RETRY_INTERVAL
-result_chord_expires CELERY_RESULT_CHORD_EXPIRES
-result_exchange CELERY_RESULT_EXCHANGE
-result_exchange_type CELERY_RESULT_EXCHANGE_TYPE
-result_expires CELERY_TASK_RESULT_EXPIRES
-result_extended CELERY_RESULT_EXTENDED
-result_failure_expires CELERY_RESULT_FAILURE_EXPIRES
-result_persistent CELERY_RESULT_PERSISTENT
-task_ignore_result CELERY_IGNORE_RESULT
-task_store_errors_even_if_ignored CELERY_STORE_ERRORS_EVEN_IF_IGNORED
-task_track_started CELERY_TRACK_STARTED
-task_remote_tracebacks CELERY_REMOTE_TRACEBACKS
-cache_backend CELERY_CACHE_BACKEND
-cache_backend_options CELERY_CACHE_BACKEND_OPTIONS
-database_url CELERY_RESULT_DBURI
-database_engine_options CELERY_RESULT_ENGINE_OPTIONS
-database_short_lived_sessions CELERY_RESULT_DB_SHORT_LIVED_SESSIONS
-database_table_names CELERY_RESULT_DB_TABLENAMES
-database_table_schemas DATABASE_TABLE_SCHEMAS
-database_create_tables_at_setup DATABASE_CREATE_TABLES_AT_SETUP
-database_engine_callback DATABASE_ENGINE_CALLBACK
-redis_backend_use_ssl CELERY_REDIS_BACKEND_USE_SSL
-redis_db CELERY_REDIS_DB
-redis_host CELERY_REDIS_HOST
-redis_max_connections CELERY_REDIS_MAX_CONNECTIONS
-redis_password CELERY_REDIS_PASSWORD
-redis_port CELERY_REDIS_PORT
-redis_retry_on_timeout CELERY_REDIS_RETRY_ON_TIMEOUT
-redis_socket_connect_timeout CELERY_REDIS_SOCKET_CONNECT_TIMEOUT
-redis_socket_keepalive CELERY_REDIS_SOCKET_KEEPALIVE
-redis_socket_timeout CELERY_REDIS_SOCKET_TIMEOUT
-redis_username CELERY_REDIS_USERNAME
-cassandra_auth_kwargs CASSANDRA_AUTH_KWARGS
-cassandra_auth_provider CASSANDRA_AUTH_PROVIDER
-cassandra_bundle_path CASSANDRA_BUNDLE_PATH
-cassandra_entry_ttl CASSANDRA_ENTRY_TTL
-cassandra_keyspace CASSANDRA_KEYSPACE
-cassandra_options CASSANDRA_OPTIONS
-cassandra_port CASSANDRA_PORT
-cassandra_read_consistency CASSANDRA_READ_CONSISTENCY
-cassandra_servers CASSANDRA_SERVERS
-cassandra_table CASSANDRA_TABLE
-cassandra_write_consistency CASSANDRA_WRITE_CONSISTENCY
-s3_access_key_id S3_ACCESS_KEY_ID
-s3_base_path S3_BASE_PATH
-s3_bucket S3_BUCKET
-s3_endpoint_url S3_ENDPOINT_URL
-s3_region S3_REGION
-s3_secret_access_key S3_SECRET_ACCESS_KEY
-azureblockblob_base_path AZUREBLOCKBLOB_BASE_PATH
-azureblockblob_connection_timeout AZUREBLOCKBLOB_CONNECTION_TIMEOUT
-azureblockblob_container_name AZUREBLOCKBLOB_CONTAINER_NAME
-azureblockblob_read_timeout AZUREBLOCKBLOB_READ_TIMEOUT
-azureblockblob_retry_increment_base AZUREBLOCKBLOB_RETRY_INCREMENT_BASE
-azureblockblob_retry_initial_backoff_sec AZUREBLOCKBLOB_RETRY_INITIAL_BACKOFF_SEC
-azureblockblob_retry_max_attempts AZUREBLOCKBLOB_RETRY_MAX_ATTEMPTS
-gcs_base_path GCS_BASE_PATH
-gcs_bucket GCS_BUCKET
-gcs_project GCS_PROJECT
-gcs_ttl GCS_TTL
-cosmosdbsql_collection_name COSMOSDBSQL_COLLECTION_NAME
-cosmosdbsql_consistency_level COSMOSDBSQL_CONSISTENCY_LEVEL
-cosmosdbsql_database_name COSMOSDBSQL_DATABASE_NAME
-cosmosdbsql_max_retry_attempts COSMOSDBSQL_MAX_RETRY_ATTEMPTS
-cosmosdbsql_max_retry_wait_time COSMOSDBSQL_MAX_RETRY_WAIT_TIME
-couchbase_backend_settings CELERY_COUCHBASE_BACKEND_SETTINGS
-arangodb_backend_settings CELERY_ARANGODB_BACKEND_SETTINGS
-mongodb_backend_settings CELERY_MONGODB_BACKEND_SETTINGS
-elasticsearch_max_retries CELERY_ELASTICSEARCH_MAX_RETRIES
-elasticsearch_retry_on_timeout CELERY_ELASTICSEARCH_RETRY_ON_TIMEOUT
-elasticsearch_save_meta_as_text CELERY_ELASTICSEARCH_SAVE_META_AS_TEXT
-elasticsearch_timeout CELERY_ELASTICSEARCH_TIMEOUT
-""")
-_add(Rule("accept", _RESULTS, _RESULTS_NEEDED, _empty), """
-task_store_eager_result CELERY_STORE_EAGER_RESULT
-worker_deduplicate_successful_tasks CELERYD_DEDUPLICATE_SUCCESSFUL_TASKS
-""")
+setting_results.file_rules()
 _add(Rule("accept", _NO_CONTROL), """
 worker_enable_remote_control CELERY_ENABLE_REMOTE_CONTROL
 control_exchange CONTROL_EXCHANGE
@@ -342,9 +227,6 @@ task_default_rate_limit CELERY_DEFAULT_RATE_LIMIT
 _add(Rule("refuse", "annotations are not provided",
           "write the options on the task: @app.task(rate_limit=..., max_retries=...)", _empty), """
 task_annotations CELERY_ANNOTATIONS
-""")
-_add(Rule("refuse", "chords are not provided yet", _CANVAS, _empty), """
-task_allow_error_cb_on_chord_header CELERY_ALLOW_ERROR_CB_ON_CHORD_HEADER
 """)
 _add(Rule("refuse", "jobbridge has no beat scheduler", _BEAT, _empty), """
 beat_schedule CELERYBEAT_SCHEDULE
@@ -392,8 +274,11 @@ worker_log_datefmt CELERYD_LOG_DATEFMT
 worker_task_log_datefmt CELERYD_TASK_LOG_DATEFMT
 worker_log_color CELERYD_LOG_COLOR
 """)
-_add(Rule("refuse", "revoked ids are not kept", "remove it: revoking tasks is not provided", _empty), """
+_add(Rule("accept", "revokes are kept in the result store, which every worker reads before it runs a task: no "
+          "worker-local state file is needed, and a worker that was offline still sees them"), """
 worker_state_db CELERYD_STATE_DB
 """)
 
 NEW_NAMES: dict[str, str] = {new: old for old, new in OLD_NAMES.items()}
+
+__all__ = ["NEW_NAMES", "OLD_NAMES", "RULES", "Rule"]

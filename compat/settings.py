@@ -21,12 +21,13 @@ import importlib
 import inspect
 import os
 from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
 from typing import Any
 
 from jobbridge import settings as core_settings
 from jobbridge.settings import Settings
 
-from . import brokers
+from . import backends, brokers
 from .exceptions import ImproperlyConfigured, RefusedFeature
 from .setting_table import NEW_NAMES, OLD_NAMES, RULES
 
@@ -38,11 +39,16 @@ DEFAULTS: dict[str, Any] = {
     "task_serializer": "json", "result_serializer": "json", "accept_content": ("json",),
     "task_acks_late": False, "task_ignore_result": False, "result_backend": None,
     "task_track_started": False, "task_default_rate_limit": None, "worker_prefetch_multiplier": 4,
+    "result_expires": timedelta(days=1), "database_url": None, "task_store_errors_even_if_ignored": False,
+    "task_store_eager_result": False, "result_extended": False, "worker_deduplicate_successful_tasks": False,
+    "task_allow_error_cb_on_chord_header": False,
 }
 # Settings whose change after the jobbridge app was built means it must be built again.
 BACKEND_KEYS = frozenset({"broker_url", "broker_transport_options", "worker_concurrency", "task_queues",
-                          "task_default_queue"})
+                          "task_default_queue", "result_backend", "result_expires", "database_url",
+                          "task_ignore_result", "task_track_started"})
 _CELERY_LOOKING = ("CELERY", "BROKER_")
+_FROM_ENVIRONMENT = {"broker_url": "CELERY_BROKER_URL", "result_backend": "CELERY_RESULT_BACKEND"}
 
 
 def _unknown(key: str, candidates: list[str], hint: str = "") -> ImproperlyConfigured:
@@ -161,8 +167,8 @@ class Conf:
 
     def __getitem__(self, key: str) -> Any:
         name = resolve(key)
-        if name == "broker_url" and os.environ.get("CELERY_BROKER_URL"):
-            return os.environ["CELERY_BROKER_URL"]  # Celery lets the environment override the URL
+        if name in _FROM_ENVIRONMENT and os.environ.get(_FROM_ENVIRONMENT[name]):
+            return os.environ[_FROM_ENVIRONMENT[name]]  # Celery lets the environment override these URLs
         return self._data.get(name, DEFAULTS.get(name))
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -204,6 +210,10 @@ class Conf:
 def _check_value(name: str, value: Any) -> None:
     if name == "broker_url" and value is not None:
         brokers.check_url(value)
+    elif name == "result_backend" and value and str(value).lower() not in ("database", "db"):
+        backends.results_url(value)
+    elif name == "result_expires":
+        backends.ttl(value)
     elif name in ("task_time_limit", "task_soft_time_limit", "worker_concurrency") and value is not None:
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ImproperlyConfigured(f"{name} must be a positive number, not {value!r}")
@@ -265,6 +275,7 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
         celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"]))
     if conf["worker_concurrency"]:
         celery["concurrency"] = int(conf["worker_concurrency"])
+    celery.update(_results(conf, celery))
     layers.append(celery)
     layers.append(core_settings.read_environment(env))
     merged: dict[str, Any] = {}
@@ -277,6 +288,27 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
     if core_settings.read_environment(env):
         names.append("the environment")
     return Settings.from_mapping(merged, source=" + ".join(names))
+
+
+def results_enabled(conf: Conf) -> bool:
+    """Whether the app has a result backend: tasks then store their results, as in Celery."""
+    return bool(conf["result_backend"])
+
+
+def _results(conf: Conf, backend: Mapping[str, Any]) -> dict[str, Any]:
+    """``results`` and ``result_ttl``; ``results`` stays unset when it names the broker's own store."""
+    out: dict[str, Any] = {}
+    if conf.value_set_for("result_expires"):
+        out["result_ttl"] = backends.ttl(conf["result_expires"])
+    if not results_enabled(conf):
+        return out
+    url = backends.results_url(conf["result_backend"], conf["database_url"])
+    driver = backend.get("driver")
+    same = (url == "memory://" and driver == "memory") or url in (backend.get("redis_url"),
+                                                                  backend.get("database_url"))
+    if not same:
+        out["results"] = url
+    return out
 
 
 def _is_backend_key(key: str) -> bool:

@@ -15,6 +15,7 @@ from .projects import load, memory_events, of
 @pytest.fixture
 def project(monkeypatch: pytest.MonkeyPatch, clock: FixedClock) -> Any:
     monkeypatch.setenv("CELERY_BROKER_URL", "memory://")
+    monkeypatch.setenv("CELERY_RESULT_BACKEND", "memory://")
     package = load("flaskproj")
     app: Celery = package.celery
     app.set_current()

@@ -29,9 +29,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
     env: dict[str, str] = {}
     if request.param == "sqlite":
         env["CELERY_BROKER_URL"] = f"sqla+sqlite:///{tmp_path / 'jobs.sqlite3'}"
+        env["CELERY_RESULT_BACKEND"] = f"db+sqlite:///{tmp_path / 'jobs.sqlite3'}"
     else:
         url = ensure_redis()
-        env["CELERY_BROKER_URL"] = url
+        env["CELERY_BROKER_URL"] = env["CELERY_RESULT_BACKEND"] = url
         env["JOBBRIDGE_REDIS_PREFIX"] = f"compat-{uuid.uuid4().hex[:8]}:"
     for key, value in env.items():
         monkeypatch.setenv(key, value)

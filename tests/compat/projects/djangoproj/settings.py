@@ -15,9 +15,12 @@ INSTALLED_APPS = [
 TIME_ZONE = "Europe/Paris"
 USE_TZ = True
 
+DATABASE_URL = os.environ.get("DATABASE_URL", "sqlite:///db.sqlite3")
+
 # Celery: read by app.config_from_object("...settings", namespace="CELERY")
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "redis://localhost:6379/0")
-CELERY_RESULT_BACKEND = "django-db"
+# was "django-db" (django-celery-results): results now go to the jobbridge_results table of the same database
+CELERY_RESULT_BACKEND = "db+" + DATABASE_URL
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_SERIALIZER = "json"
 CELERY_TIMEZONE = TIME_ZONE
