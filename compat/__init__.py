@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import exceptions, signals, states
 from .app import Celery
-from .canvas import Signature, chain, chord, group, signature, subtask
+from .canvas import Signature, chain, chord, chunks, group, maybe_signature, signature, subtask, xmap, xstarmap
 from .exceptions import (
     Ignore,
     ImproperlyConfigured,
@@ -23,7 +23,9 @@ from .exceptions import (
     Retry,
     SoftTimeLimitExceeded,
     TimeLimitExceeded,
+    TimeoutError,
 )
+from .groupresult import GroupResult, ResultSet
 from .install import install_as_celery
 from .log import get_task_logger
 from .request import Request
@@ -33,9 +35,10 @@ from .signals import logging_is_configured_by_app
 from .task import Task
 
 __all__ = [
-    "AsyncResult", "Celery", "EagerResult", "Ignore", "ImproperlyConfigured", "MaxRetriesExceededError",
-    "RefusedFeature", "Reject", "Request", "ResultsNotEnabled", "Retry", "Signature", "SoftTimeLimitExceeded",
-    "Task", "TimeLimitExceeded", "chain", "chord", "current_app", "current_task", "exceptions",
-    "get_task_logger", "group", "install_as_celery", "logging_is_configured_by_app", "shared_task",
-    "signals", "signature", "states", "subtask",
+    "AsyncResult", "Celery", "EagerResult", "GroupResult", "Ignore", "ImproperlyConfigured",
+    "MaxRetriesExceededError", "RefusedFeature", "Reject", "Request", "ResultSet", "ResultsNotEnabled", "Retry",
+    "Signature", "SoftTimeLimitExceeded", "Task", "TimeLimitExceeded", "TimeoutError", "chain", "chord", "chunks",
+    "current_app", "current_task", "exceptions", "get_task_logger", "group", "install_as_celery",
+    "logging_is_configured_by_app", "maybe_signature", "shared_task", "signals", "signature", "states",
+    "subtask", "xmap", "xstarmap",
 ]

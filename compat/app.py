@@ -18,11 +18,14 @@ from typing import Any
 from jobbridge import JobBridge
 from jobbridge.execution import Middleware
 
-from . import calling, lifecycle, runner, settings, shared
-from .canvas import Signature
+from . import builtins, calling, lifecycle, runner, settings, shared
+from .backend import ResultBackend
+from .control import Control
 from .exceptions import ImproperlyConfigured, RefusedFeature
+from .groupresult import GroupResult
 from .result import AsyncResult
 from .signals import Signal
+from .signature import Signature
 from .task import Task
 
 log = logging.getLogger("jobbridge.compat")
@@ -75,6 +78,8 @@ class Celery:
         self._finalized = False
         self._task_base: type[Task] | None = None
         self._task_cls: Any = task_cls or Task
+        self.backend = ResultBackend(self)
+        self.control = Control(self)
         self.conf = settings.Conf(self._conf_changed)
         self.on_configure = Signal("on_configure", propagate=True)
         self.on_after_configure = Signal("on_after_configure", propagate=True)
@@ -226,6 +231,7 @@ class Celery:
                 return
             self._finalized = True
             try:
+                builtins.register(self)
                 self.on_configure.send(sender=self)
                 self.on_after_configure.send(sender=self, source=self.conf)
                 for module in (*self.conf["imports"], *self.conf["include"]):
@@ -259,7 +265,12 @@ class Celery:
         return Signature(*args, **kwargs)
 
     def AsyncResult(self, id: str, **kwargs: Any) -> AsyncResult:
-        return AsyncResult(id, app=self, task_name=kwargs.get("task_name"))
+        return AsyncResult(id, app=self, task_name=kwargs.get("task_name"), parent=kwargs.get("parent"))
+
+    @property
+    def GroupResult(self) -> type[GroupResult]:
+        """``GroupResult`` bound to this app: ``app.GroupResult(id, results)``, ``app.GroupResult.restore(id)``."""
+        return _bound_group_result(self)
 
     def now(self) -> datetime:
         return datetime.now(UTC).astimezone(calling.zone(self))
@@ -273,6 +284,8 @@ class Celery:
                 self._finalize()
                 built = JobBridge(settings.jobbridge_settings(self.conf),
                                   middleware=[runner.middleware, *self._middleware], **self._bridge_kwargs)
+                # made again from the settings as they are now (whether results are kept, ...)
+                self._jobs = {name: runner.job_class(task) for name, task in self._tasks.items()}
                 built.register(*self._jobs.values())
                 lifecycle.adopt(built, self)
                 self._bridge = built
@@ -309,10 +322,7 @@ class Celery:
         raise RefusedFeature("app.add_periodic_task() is refused: jobbridge has no beat scheduler yet; run "
                              "periodic work from cron or a systemd timer that calls task.delay()")
 
-    control = _not_available("control", "there is no remote control (inspect, revoke, rate_limit, ping); "
-                             "watch workers with jobbridge status")
     events = _not_available("events", "workers send no Celery events; react to tasks with the signals")
-    backend = _not_available("backend", "there is no result backend yet (issue 6)")
     pool = _not_available("pool", "the store's connection is the driver's own")
     user_options = _not_available("user_options", "the jobbridge CLI takes no user options")
     steps = _not_available("steps", "the jobbridge worker has no bootsteps")
@@ -322,6 +332,20 @@ class Celery:
     producer_or_acquire = _not_available("producer_or_acquire()", "publish with task.delay() or send_task()")
     worker_main = _not_available("worker_main()", "run jobbridge worker -A <module>")
     start = _not_available("start()", "run jobbridge worker -A <module>")
+
+
+def _bound_group_result(app: Celery) -> type[GroupResult]:
+    class AppGroupResult(GroupResult):
+        def __init__(self, id: str | None = None, results: Any = None, parent: Any = None,
+                     app: Celery | None = app, **kwargs: Any) -> None:
+            super().__init__(id, results, parent=parent, app=app, **kwargs)
+
+        @classmethod
+        def restore(cls, id: str, backend: Any = None, app: Celery | None = app) -> GroupResult | None:
+            return GroupResult.restore(id, backend, app)
+
+    AppGroupResult.__name__ = AppGroupResult.__qualname__ = "GroupResult"
+    return AppGroupResult
 
 
 def _check_task_options(name: str, options: Mapping[str, Any]) -> None:

@@ -45,14 +45,9 @@ _ACCEPTED = frozenset({"countdown", "eta", "expires", "queue", "task_id", "heade
 _ONLY_NONE = {
     "priority": "jobbridge orders work by queue, not by message priority: route urgent tasks to a queue "
                 "the worker lists first (queue='high', and jobbridge worker -Q high,celery)",
-    "link": "callbacks arrive with canvas support (the next issue); call the next task at the end of this one",
-    "link_error": "error callbacks arrive with canvas support (the next issue); use on_failure or task_failure",
     "shadow": "a task runs under its own name",
     "connection": "the app's jobbridge connection is used", "producer": "the app's jobbridge connection is used",
     "publisher": "the app's jobbridge connection is used",
-    "chain": "chains arrive with canvas support (the next issue)",
-    "chord": "chords arrive with canvas support (the next issue)",
-    "group_id": "groups arrive with canvas support (the next issue)",
     "compression": "payloads are stored uncompressed",
     "stamped_headers": "stamping is not provided",
 }
@@ -121,8 +116,12 @@ def origin() -> str:
 
 
 def publish(app: Celery, name: str, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
-            options: Mapping[str, Any], task: Task | None = None) -> str:
-    """Push one task message; its id. Options were checked; arguments are encoded here."""
+            options: Mapping[str, Any], task: Task | None = None, message_id: str | None = None) -> str:
+    """Push one task message; its task id. Options are checked, arguments encoded here.
+
+    ``message_id``: the envelope's own id when it must differ from the task id (a task that
+    replaces itself hands its id on while its own message is still held).
+    """
     check_options(name, options)
     names = task.positional_names() if task is not None else ()
     plain_args, plain_kwargs = list(args or ()), dict(kwargs or {})
@@ -135,14 +134,16 @@ def publish(app: Celery, name: str, args: Sequence[Any] | None, kwargs: Mapping[
     expires = options.get("expires", getattr(task, "expires", None))
     expires_at = moment(app, expires, now, "expires") if expires is not None else None
     hard, soft = time_limits(app, task, options)
+    embed = workflow(options)
     headers = _headers(name, task_id, options, eta, expires_at, (hard, soft), plain_args, plain_kwargs, task)
-    body = (sent_args, sent_kwargs, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
+    headers.update({k: v for k, v in embed.items() if v is not None})
+    body = (sent_args, sent_kwargs, embed)
     properties = {"correlation_id": task_id, "reply_to": options.get("reply_to"), "delivery_mode": 2,
                   "priority": None}
     signals.before_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers,
                                      properties=properties, declare=[], retry_policy=options.get("retry_policy"))
     env = Envelope(
-        id=task_id, name=name, queue=queue, payload={"args": sent_args, "kwargs": sent_kwargs},
+        id=message_id or task_id, name=name, queue=queue, payload={"args": sent_args, "kwargs": sent_kwargs},
         tries=tries_for(task), timeout=float(hard) if hard else NO_TIME_LIMIT,
         available_at=eta.timestamp() if eta is not None else now, created_at=now,
         headers=codec.encode(headers, "a header", name),
@@ -175,16 +176,38 @@ def _headers(name: str, task_id: str, options: Mapping[str, Any], eta: datetime 
         "lang": "py", "task": name, "id": task_id, "shadow": None,
         "eta": eta.isoformat() if eta is not None else None,
         "expires": expires.isoformat() if expires is not None else None,
-        "group": None, "group_index": None, "retries": int(options.get("retries") or 0),
+        "group": options.get("group_id"), "group_index": options.get("group_index"),
+        "retries": int(options.get("retries") or 0),
         "timelimit": list(limits),
         "root_id": options.get("root_id") or (parent.root_id or parent.id if parent else None) or task_id,
         "parent_id": options.get("parent_id") or (parent.id if parent else None),
         "argsrepr": options.get("argsrepr") or repr(tuple(args)),
         "kwargsrepr": options.get("kwargsrepr") or repr(kwargs),
         "origin": origin(),
-        "ignore_result": bool(options.get("ignore_result", getattr(task, "ignore_result", False))),
+        "ignore_result": (bool(options["ignore_result"]) if options.get("ignore_result") is not None
+                          else _ignores(task) if task is not None else None),
     }
     return headers
+
+
+def workflow(options: Mapping[str, Any]) -> dict[str, Any]:
+    """What follows the task, as Celery's message body carries it: signatures as JSON dicts."""
+    return {"callbacks": _signatures(options.get("link")), "errbacks": _signatures(options.get("link_error")),
+            "chain": _signatures(options.get("chain")),
+            "chord": dict(options["chord"]) if options.get("chord") else None}
+
+
+def _signatures(value: Any) -> list[dict[str, Any]] | None:
+    if not value:
+        return None
+    items = [value] if isinstance(value, Mapping) else list(value)
+    return [dict(item) for item in items]
+
+
+def _ignores(task: Task) -> bool:
+    from .recording import ignores_result
+
+    return ignores_result(task)
 
 
 def warn_eager_send_task(name: str) -> None:
@@ -194,4 +217,4 @@ def warn_eager_send_task(name: str) -> None:
                   AlwaysEagerIgnored, stacklevel=3)
 
 
-__all__ = ["FOREVER_TRIES", "NO_TIME_LIMIT", "check_options", "custom_headers", "publish", "zone"]
+__all__ = ["FOREVER_TRIES", "NO_TIME_LIMIT", "check_options", "custom_headers", "publish", "workflow", "zone"]

@@ -15,7 +15,8 @@
     │   ├── QueueNotFound         (also KeyError)
     │   ├── TaskRevokedError
     │   └── TimeoutError
-    └── ResultsNotEnabled         a result was read, and no result store exists yet
+    ├── ResultsNotEnabled         a result was read (or a group or chord applied) without a result_backend
+    └── RemoteTaskError           (compat/remote.py) stands for a task's exception this process cannot import
     SoftTimeLimitExceeded         raised inside a task at its soft time limit (an Exception)
     TimeLimitExceeded             the hard time limit stopped the task
 """
@@ -153,7 +154,7 @@ class IncompleteStream(TaskError):
 
 
 class ResultsNotEnabled(CeleryError):
-    """A task's state or result was read; jobbridge has no result store yet (issue 6)."""
+    """A result was read, or a group or chord applied, and the app has no ``result_backend``."""
 
 
 class SoftTimeLimitExceeded(Exception):

@@ -14,7 +14,7 @@ import sys
 import types
 from typing import Any
 
-from . import app, canvas, exceptions, log, result, schedules, shared, signals, states, task
+from . import app, canvas, exceptions, groupresult, log, result, schedules, shared, signals, states, task
 from .exceptions import ImproperlyConfigured
 from .request import Request
 
@@ -37,7 +37,7 @@ def _public(module: types.ModuleType) -> dict[str, Any]:
 def build() -> dict[str, types.ModuleType]:
     """The ``celery`` modules, by name, as facade modules."""
     canvas_names = {n: getattr(canvas, n) for n in ("Signature", "signature", "subtask", "chain", "group",
-                                                    "chord", "chunks", "xmap", "xstarmap")}
+                                                    "chord", "chunks", "xmap", "xstarmap", "maybe_signature")}
     top = _module(
         "celery", "Celery's API on jobbridge (jobbridge.compat.install_as_celery).",
         Celery=app.Celery, shared_task=shared.shared_task, Task=task.Task, current_app=shared.current_app,
@@ -59,6 +59,7 @@ def build() -> dict[str, types.ModuleType]:
                          ("states", states), ("schedules", schedules), ("canvas", canvas)):
         modules[f"celery.{name}"] = _module(f"celery.{name}", source.__doc__ or name, **_public(source))
         setattr(top, name, modules[f"celery.{name}"])
+    modules["celery.result"].__dict__.update(_public(groupresult))
     return modules
 
 

@@ -7,7 +7,9 @@ app's): ``celeryd_init``, ``worker_init``, ``worker_process_init``,
 ``worker_ready``. On ``worker_stopping``: ``worker_shutting_down``. When the
 worker's process ends (the core's ``worker_stopped`` where it exists, else at
 interpreter exit): ``worker_process_shutdown``, then ``worker_shutdown``. On
-``message_discarded``: ``task_unknown`` (no such task) or ``task_rejected``.
+``message_discarded``: ``task_unknown`` (no such task) or ``task_rejected``. On
+``job_cancelled`` (a revoked task skipped, or stopped with terminate=True):
+``task_revoked``, and a chord it belonged to fails.
 
 jobbridge sends its worker events in every worker process, so with
 ``--processes N`` the once-per-worker Celery signals fire once per process.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import signal as os_signals
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -25,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from jobbridge import JobBridge
 from jobbridge import signals as core
 
-from . import runner, signals
+from . import flow, runner, signals
 from .exceptions import InvalidTaskError, NotRegistered
 
 if TYPE_CHECKING:
@@ -131,6 +134,18 @@ def on_message_discarded(sender: Any, envelope: Any = None, reason: str = "", **
         signals.task_rejected.send(sender=None, message=envelope, exc=InvalidTaskError(reason))
 
 
+def on_job_cancelled(sender: Any, envelope: Any = None, terminated: bool = False, **kwargs: Any) -> None:
+    """A revoked task was skipped, or stopped (terminate=True): Celery's task_revoked; its chord fails."""
+    task = getattr(sender, "celery_task", None)
+    if task is None or envelope is None:
+        return
+    request = runner.message_request(task, envelope)
+    signals.task_revoked.send(sender=task, request=request, terminated=terminated,
+                              signum=os_signals.SIGTERM if terminated else None, expired=False)
+    flow.revoked(task, request, "terminated" if terminated else "revoked")
+
+
+core.job_cancelled.connect(on_job_cancelled, weak=False)
 core.worker_started.connect(on_worker_started, weak=False)
 core.message_discarded.connect(on_message_discarded, weak=False)
 def on_configure_logging(sender: Any, loglevel: str = "INFO", **kwargs: Any) -> bool:

@@ -11,8 +11,10 @@ from typing import Any
 CELERY_HEADERS = frozenset({
     "lang", "task", "id", "shadow", "eta", "expires", "group", "group_index", "retries", "timelimit",
     "root_id", "parent_id", "argsrepr", "kwargsrepr", "origin", "ignore_result", "replaced_task_nesting",
-    "stamped_headers", "stamps",
+    "stamped_headers", "stamps", "callbacks", "errbacks", "chain", "chord",
 })
+#: the headers that say what follows a task (compat/flow.py), as Request attributes
+WORKFLOW_HEADERS = ("callbacks", "errbacks", "chain", "chord", "group", "group_index")
 
 
 class Request:

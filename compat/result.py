@@ -1,37 +1,62 @@
-"""Results: ``EagerResult`` (complete: the task ran inline) and ``AsyncResult`` (its id, for now).
+"""Results: ``AsyncResult`` (a published task, read from the result store) and ``EagerResult``.
 
-jobbridge has no result store yet; it arrives with issue 6. Until then an
-``AsyncResult`` carries the task id (``.id``, ``.task_id``, ``str()``), and reading
-its state or value (``.get()``, ``.state``, ``.result``, ``.ready()``, ...) raises
-`ResultsNotEnabled`, saying so: it never answers PENDING for ever, as a Celery
-app without a result backend would. A task that produces something a caller
-needs stores it itself until then.
+``AsyncResult(id)`` reads the record the task's worker stored: ``state`` (PENDING
+while nothing is stored, as in Celery), ``result`` / ``info`` (the return value,
+the exception of a failure, or the ``meta`` of a custom state), ``traceback``.
+``get(timeout=)`` blocks on the store's own wake-up (``bridge.wait``: NOTIFY, a
+Redis list, a condition variable) in slices, so it returns as soon as the task is
+over and raises ``TimeoutError`` once ``timeout`` passes, whatever the store does
+meanwhile. A failure is raised again as the task's own exception type when this
+process can import it, else as a stand-in naming it (compat/remote.py).
+
+Without a ``result_backend`` every read raises `ResultsNotEnabled`, naming the
+setting. ``GroupResult`` and ``ResultSet`` are in compat/groupresult.py.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NoReturn
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.errors import DriverError
+from jobbridge.results import ResultRecord
 
 from . import states
-from .exceptions import RefusedFeature, ResultsNotEnabled
+from .backend import ResultBackend, info_of, meta_of
+from .exceptions import RefusedFeature, TaskRevokedError, TimeoutError
 
 if TYPE_CHECKING:
     from .app import Celery
 
-_WHY = ("jobbridge keeps no task results yet: the result store arrives with issue 6. Until then a task "
-        "that produces something its caller needs stores it itself (a database row keyed by the task id), "
-        "and tests run tasks with task_always_eager (or task.apply()), whose EagerResult holds the value")
+#: the longest single wait on the store while ``get(timeout=None)`` waits for ever
+SLICE = 10.0
 
 
 class AsyncResult:
-    """A published task: its id now; its state and value when the result store exists (issue 6)."""
+    """A published task, by id; its state and value come from the result store at each read."""
+
+    supports_native_join = True
 
     def __init__(self, id: str, backend: Any = None, task_name: str | None = None,
                  app: Celery | None = None, parent: Any = None) -> None:
         self.id = str(id)
         self.task_name = task_name
-        self.app = app
+        self._app = app
         self.parent = parent
+        self._ready_record: ResultRecord | None = None
+
+    @property
+    def app(self) -> Celery:
+        if self._app is None:
+            from .shared import get_current_app
+
+            self._app = get_current_app()
+        return self._app
+
+    @property
+    def backend(self) -> ResultBackend:
+        return self.app.backend
 
     @property
     def task_id(self) -> str:
@@ -51,66 +76,186 @@ class AsyncResult:
     def __hash__(self) -> int:
         return hash(self.id)
 
-    def _refuse(self, what: str) -> NoReturn:
-        raise ResultsNotEnabled(f"AsyncResult({self.id!r}).{what}: {_WHY}")
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.id, None, self.task_name, None, self.parent)
 
-    def get(self, timeout: float | None = None, propagate: bool = True, **kwargs: Any) -> Any:
-        self._refuse("get()")
+    def as_tuple(self) -> tuple[Any, ...]:
+        parent = self.parent.as_tuple() if self.parent is not None else None
+        return (self.id, parent), None
 
-    wait = get
+    # -- reading -----------------------------------------------------------------------------
+
+    def _record(self) -> ResultRecord | None:
+        """The stored record; once it is ready it cannot change, so it is kept."""
+        if self._ready_record is not None:
+            return self._ready_record
+        found = self.backend.get(self.id, f"AsyncResult({self.id!r})")
+        if found is not None and found.state in states.READY_STATES:
+            self._ready_record = found
+        return found
+
+    def _get_task_meta(self) -> dict[str, Any]:
+        return meta_of(self.id, self._record())
 
     @property
     def state(self) -> str:
-        self._refuse("state")
+        found = self._record()
+        return found.state if found is not None else states.PENDING
 
     status = state
 
     @property
     def result(self) -> Any:
-        self._refuse("result")
+        return info_of(self._record())
 
     info = result
 
     @property
-    def traceback(self) -> Any:
-        self._refuse("traceback")
+    def traceback(self) -> str | None:
+        found = self._record()
+        return found.traceback if found is not None else None
+
+    @property
+    def name(self) -> str | None:
+        found = self._record()
+        return found.name if found is not None else self.task_name
+
+    @property
+    def date_done(self) -> Any:
+        return self._get_task_meta()["date_done"]
+
+    @property
+    def children(self) -> None:
+        """Celery's answer when the backend does not know: the tasks a task published are not tracked."""
+        return None
+
+    args = kwargs = queue = worker = retries = None  # result_extended is not provided
 
     def ready(self) -> bool:
-        self._refuse("ready()")
+        return self.state in states.READY_STATES
 
     def successful(self) -> bool:
-        self._refuse("successful()")
+        return self.state == states.SUCCESS
 
     def failed(self) -> bool:
-        self._refuse("failed()")
+        return self.state == states.FAILURE
+
+    # -- waiting -----------------------------------------------------------------------------
+
+    def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5,
+            no_ack: bool = True, follow_parents: bool = True, callback: Callable[..., Any] | None = None,
+            on_message: Any = None, on_interval: Callable[[], Any] | None = None,
+            disable_sync_subtasks: bool = True, **kwargs: Any) -> Any:
+        """Wait until the task is over and return its value (or raise its exception, with ``propagate``)."""
+        if on_message is not None:
+            raise RefusedFeature("get(on_message=...) is refused: state changes are not streamed; poll "
+                                 "AsyncResult(id).state and .info for progress")
+        if disable_sync_subtasks:
+            assert_not_in_task()
+        if follow_parents and propagate and self.parent is not None:
+            self._raise_failed_parent()
+        record = self._wait(timeout, on_interval)
+        value = info_of(record)
+        if callback is not None:
+            callback(self.id, value)
+        if propagate and record.state in states.PROPAGATE_STATES:
+            raise value
+        return value
+
+    wait = get
+
+    def _wait(self, timeout: float | None, on_interval: Callable[[], Any] | None) -> ResultRecord:
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            found = self._record()
+            if found is not None and found.state in states.READY_STATES:
+                return found
+            left = SLICE if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"The operation timed out: task {self.id} did not finish within {timeout}s "
+                                   f"(its state is {found.state if found else states.PENDING})")
+            try:
+                found = self.backend.wait(self.id, min(left, SLICE))
+            except DriverError as exc:
+                if deadline is None or time.monotonic() < deadline:
+                    raise
+                raise TimeoutError(f"The operation timed out: the result store could not be reached while "
+                                   f"waiting for task {self.id} ({exc})") from exc
+            if found is not None and found.state in states.READY_STATES:
+                self._ready_record = found
+            if on_interval is not None:
+                on_interval()
+
+    def _raise_failed_parent(self) -> None:
+        node = self.parent
+        while node is not None and isinstance(node, AsyncResult):
+            if node.state in states.PROPAGATE_STATES:
+                node.maybe_throw()
+            node = node.parent
+
+    def maybe_throw(self, propagate: bool = True, callback: Callable[..., Any] | None = None) -> None:
+        found = self._record()
+        if propagate and found is not None and found.state in states.PROPAGATE_STATES:
+            raise info_of(found)
+
+    throw = maybe_throw
+
+    def get_leaf(self) -> Any:
+        return self.get()
+
+    # -- acting --------------------------------------------------------------------------------
 
     def forget(self) -> None:
-        self._refuse("forget()")
+        """Drop the stored result now."""
+        self._ready_record = None
+        self.backend.forget(self.id)
 
     def revoke(self, connection: Any = None, terminate: bool = False, signal: Any = None,
-               wait: bool = False, timeout: Any = None) -> None:
-        raise RefusedFeature(f"AsyncResult({self.id!r}).revoke() is refused: jobbridge has no remote "
-                             "control; to stop a task that has not run, give it expires= when you call it")
+               wait: bool = False, timeout: float | None = None) -> None:
+        """Cancel the task, durably (``app.control.revoke``); ``terminate=True`` stops it if running."""
+        self.app.control.revoke(self.id, terminate=terminate, signal=signal)
+        if wait:
+            self._wait(timeout, None)
 
     def then(self, *args: Any, **kwargs: Any) -> Any:
-        self._refuse("then()")
+        raise RefusedFeature("AsyncResult.then() is refused: promises are not provided; link a callback "
+                             "task instead (apply_async(link=...))")
+
+    def collect(self, *args: Any, **kwargs: Any) -> Any:
+        raise RefusedFeature("AsyncResult.collect() is refused: the tasks a task published are not tracked")
+
+    def build_graph(self, *args: Any, **kwargs: Any) -> Any:
+        raise RefusedFeature("AsyncResult.build_graph() is refused: the tasks a task published are not tracked")
+
+
+def assert_not_in_task() -> None:
+    """Celery's guard: waiting for a result inside a worker's task can deadlock the worker."""
+    from .request import current_request
+
+    request = current_request()
+    if request is not None and not request.is_eager and not request.called_directly:
+        raise RuntimeError("Never call result.get() within a task! Waiting for another task inside a task can "
+                           "deadlock the worker; use a chain, a chord or a callback (link=) instead, or pass "
+                           "disable_sync_subtasks=False if you must")
 
 
 class EagerResult(AsyncResult):
     """The result of a task run inline (``apply()``, or ``delay`` under task_always_eager)."""
 
     def __init__(self, id: str, ret_value: Any, state: str, traceback: Any = None,
-                 name: str | None = None) -> None:
-        super().__init__(id, task_name=name)
+                 name: str | None = None, parent: Any = None, app: Celery | None = None) -> None:
+        super().__init__(id, task_name=name, app=app, parent=parent)
         self._result = ret_value
         self._state = state
         self._traceback = traceback
 
-    def get(self, timeout: float | None = None, propagate: bool = True, disable_sync_subtasks: bool = True,
-            **kwargs: Any) -> Any:
-        if self._state in states.PROPAGATE_STATES and propagate and isinstance(self._result, BaseException):
-            raise self._result
-        return self._result
+    def get(self, timeout: float | None = None, propagate: bool = True, interval: float = 0.5,
+            no_ack: bool = True, follow_parents: bool = True, callback: Callable[..., Any] | None = None,
+            on_message: Any = None, on_interval: Callable[[], Any] | None = None,
+            disable_sync_subtasks: bool = True, **kwargs: Any) -> Any:
+        if propagate and self._state in states.PROPAGATE_STATES:
+            raise self.result
+        return self.result
 
     wait = get
 
@@ -122,32 +267,58 @@ class EagerResult(AsyncResult):
 
     @property
     def result(self) -> Any:
+        if self._state == states.REVOKED and not isinstance(self._result, BaseException):
+            return TaskRevokedError("revoked")
         return self._result
 
     info = result
 
     @property
-    def traceback(self) -> Any:
+    def traceback(self) -> str | None:
         return None if self._traceback is None else str(self._traceback)
 
-    def ready(self) -> bool:
-        return True
+    @property
+    def name(self) -> str | None:
+        return self.task_name
 
-    def successful(self) -> bool:
-        return self._state == states.SUCCESS
-
-    def failed(self) -> bool:
-        return self._state == states.FAILURE
+    def _get_task_meta(self) -> dict[str, Any]:
+        return {"task_id": self.id, "status": self._state, "result": self.result, "traceback": self.traceback,
+                "children": [], "name": self.task_name, "date_done": None}
 
     def forget(self) -> None:
         return None
 
     def revoke(self, connection: Any = None, terminate: bool = False, signal: Any = None,
-               wait: bool = False, timeout: Any = None) -> None:
+               wait: bool = False, timeout: float | None = None) -> None:
         self._state = states.REVOKED
 
-    def then(self, *args: Any, **kwargs: Any) -> Any:
-        raise RefusedFeature("EagerResult.then() is refused: promises are not provided")
+    def maybe_throw(self, propagate: bool = True, callback: Callable[..., Any] | None = None) -> None:
+        if propagate and self._state in states.PROPAGATE_STATES:
+            raise self.result
+
+    throw = maybe_throw
 
     def __repr__(self) -> str:
         return f"<EagerResult: {self.id}>"
+
+
+def result_from_tuple(value: Any, app: Celery | None = None) -> Any:
+    """An ``as_tuple()`` back as a result (Celery's ``result_from_tuple``)."""
+    from .groupresult import GroupResult
+
+    (rid, parent), nodes = value
+    if nodes is not None:
+        return GroupResult(rid, [result_from_tuple(n, app) for n in nodes], app=app,
+                           parent=result_from_tuple(parent, app) if parent else None)
+    return AsyncResult(rid, app=app, parent=result_from_tuple(parent, app) if parent else None)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("GroupResult", "ResultSet"):
+        from . import groupresult
+
+        return getattr(groupresult, name)
+    raise AttributeError(name)
+
+
+__all__ = ["AsyncResult", "EagerResult", "assert_not_in_task", "result_from_tuple"]

@@ -34,10 +34,11 @@ from jobbridge import AcknowledgeJob, Envelope, FailJob, Job, JobContext, JobTim
 from jobbridge.envelope import new_id
 from jobbridge.execution import CallNext
 
-from . import codec, signals, states
+from . import codec, flow, recording, signals, states
 from .calling import FOREVER_TRIES, NO_TIME_LIMIT, tries_for
-from .exceptions import Reject, Retry, TimeLimitExceeded
-from .request import Request, custom_headers
+from .exceptions import ChordError, Ignore, Reject, Retry, TimeLimitExceeded
+from .remote import qualified
+from .request import WORKFLOW_HEADERS, Request, custom_headers
 from .softlimit import soft_limit
 from .tracing import ExceptionInfo, Traced, on_failure, trace
 
@@ -57,11 +58,25 @@ def set_hostname(name: str) -> None:
 
 
 class TaskFailed(FailJob):
-    """The task failed (Celery state FAILURE); its exception is the ``__cause__``; handlers already ran."""
+    """The task failed (Celery state FAILURE); its exception is the ``__cause__``; handlers already ran.
+
+    Its message is ``"module.Type: message"`` of that exception, so a reader of the stored
+    failure can raise the task's own exception type again (compat/remote.py).
+    """
+
+    @classmethod
+    def of(cls, exc: BaseException, message: str | None = None) -> TaskFailed:
+        failed = cls(f"{qualified(exc)}: {exc if message is None else message}")
+        failed.__cause__ = exc
+        return failed
 
 
 class TaskRejected(FailJob):
     """The task raised ``Reject(requeue=False)``: stored as failed, with the reason."""
+
+
+class Replaced(Ignore):
+    """``self.replace(sig)``: the task handed its id, and what follows it, to ``sig``."""
 
 
 class CeleryJob(Job, abstract=True):
@@ -72,10 +87,11 @@ class CeleryJob(Job, abstract=True):
 
     celery_task: Any = None
 
-    def handle(self, ctx: JobContext) -> None:
+    def handle(self, ctx: JobContext) -> Any:
+        """Run the task; its return value is the job's (stored as the result when the task keeps results)."""
         task = type(self).celery_task
         try:
-            run(task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
+            return run(task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
         except (AcknowledgeJob, ReleaseJob, FailJob):
             raise
         except Exception as exc:  # the facade's own machinery failed, not the task
@@ -90,14 +106,17 @@ class CeleryJob(Job, abstract=True):
             return
         task = type(self).celery_task
         request = worker_request(task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
-        on_failure(task, request, error)
+        traced = on_failure(task, request, error)
+        flow.failed(task, request, error, traced.einfo.traceback if traced.einfo else None)
+        recording.keep(task, ctx, request, states.FAILURE, exc=error)
 
 
 def job_class(task: Task) -> type[CeleryJob]:
     """A Job class for ``task``: its name is the task name (options are set per message)."""
     namespace = {"__module__": __name__, "__qualname__": f"CeleryJob[{task.name}]", "celery_task": task}
     return type(f"CeleryJob[{task.name}]", (CeleryJob,), namespace, name=task.name,
-                queue=task.queue or "celery", tries=tries_for(task), timeout=NO_TIME_LIMIT)
+                queue=task.queue or "celery", tries=tries_for(task), timeout=NO_TIME_LIMIT,
+                **recording.result_options(task))
 
 
 def worker_request(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Request:
@@ -109,47 +128,65 @@ def worker_request(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[st
         hostname=hostname(), headers=custom_headers(headers), eta=headers.get("eta"),
         expires=headers.get("expires"), timelimit=tuple(limits), time_limit=limits[0], soft_time_limit=limits[1],
         root_id=headers.get("root_id"), parent_id=headers.get("parent_id"), origin=headers.get("origin"),
-        ignore_result=bool(headers.get("ignore_result")), correlation_id=headers.get("id") or ctx.id,
+        ignore_result=_ignores(task, headers.get("ignore_result")), correlation_id=headers.get("id") or ctx.id,
         delivery_info={"exchange": "", "routing_key": ctx.queue, "priority": None, "redelivered": ctx.attempt > 1},
         properties={"correlation_id": headers.get("id") or ctx.id, "delivery_mode": 2},
         argsrepr=headers.get("argsrepr"), kwargsrepr=headers.get("kwargsrepr"),
         max_attempts=ctx.max_attempts, attempt=ctx.attempt, connection=ctx.connection,
+        **{key: headers.get(key) for key in WORKFLOW_HEADERS},
     )
 
 
-def run(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> None:
-    """One attempt of a task in a worker; ends it by raising what the worker should do."""
+def message_request(task: Task, env: Envelope) -> Request:
+    """The request of a message that is not running (a revoked one), from its envelope."""
+    from jobbridge.context import JobContext as Context
+
+    ctx = Context(id=env.id, name=env.name, queue=env.queue, attempt=max(1, env.attempts), max_attempts=env.tries,
+                  timeout=env.timeout, headers=env.headers)
+    payload = env.payload or {}
+    return worker_request(task, ctx, codec.decode(list(payload.get("args") or [])),
+                          codec.decode(dict(payload.get("kwargs") or {})))
+
+
+def _ignores(task: Task, said: Any) -> bool:
+    """The message's ignore_result; a message that does not say (send_task) follows the task."""
+    return recording.ignores_result(task) if said is None else bool(said)
+
+
+def run(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """One attempt of a task in a worker: its return value, or it raises what the worker should do."""
     request = worker_request(task, ctx, args, kwargs)
-    if _expired(task, request):
-        signals.task_revoked.send(sender=task, request=request, terminated=False, signum=None, expired=True)
-        raise AcknowledgeJob(f"task {task.name}[{request.id}] expired at {request.expires}")
+    skipped = recording.skip(task, ctx, request)
+    if skipped is not None:
+        raise AcknowledgeJob(skipped)
     signals.task_received.send(sender=None, request=request)
     soft = request.soft_time_limit or task.soft_time_limit or task.app.conf["task_soft_time_limit"]
     with soft_limit(soft):
         traced = trace(task, request, args, kwargs, eager=False)
-    _conclude(task, ctx, request, traced)
+    return _conclude(task, ctx, request, traced)
 
 
-def _expired(task: Task, request: Request) -> bool:
-    if not request.expires:
-        return False
-    now = task.app.jobbridge_app().clock.now()
-    return datetime.fromisoformat(str(request.expires)).timestamp() <= now
-
-
-def _conclude(task: Task, ctx: JobContext, request: Request, traced: Traced) -> None:
+def _conclude(task: Task, ctx: JobContext, request: Request, traced: Traced) -> Any:
     if traced.state == states.SUCCESS:
-        return
+        flow.succeeded(task, request, traced.retval)
+        recording.keep(task, ctx, request, states.SUCCESS, result=traced.retval)
+        return traced.retval
     if traced.state == states.IGNORED:
+        if request.chord and not isinstance(traced.exc, Replaced):
+            flow.chord_failed(task.app, request, ChordError(f"header task {request.id} raised Ignore, so it "
+                                                            "has no result to give the chord"), None)
         raise AcknowledgeJob(f"task {task.name}[{request.id}] ignored")
     if traced.state == states.REJECTED and isinstance(traced.exc, Reject):
         if traced.exc.requeue:
             raise ReleaseJob(0.0, f"rejected with requeue: {traced.exc.reason}")
+        flow.revoked(task, request, f"rejected: {traced.exc.reason}")
         raise TaskRejected(f"rejected: {traced.exc.reason}") from traced.exc
     if traced.state == states.RETRY and isinstance(traced.exc, Retry):
         _retry(task, ctx, request, traced.exc)
     exc = traced.exc or RuntimeError(f"task ended in state {traced.state}")
-    raise TaskFailed(f"{type(exc).__name__}: {exc}") from exc
+    flow.failed(task, request, exc, traced.einfo.traceback if traced.einfo else None)
+    recording.keep(task, ctx, request, states.FAILURE, exc=exc)
+    raise TaskFailed.of(exc)
 
 
 def _retry(task: Task, ctx: JobContext, request: Request, retry: Retry) -> None:
@@ -159,6 +196,8 @@ def _retry(task: Task, ctx: JobContext, request: Request, retry: Retry) -> None:
         retry.delay = delay
         raise retry
     send_retry(task, request, retry)
+    if not request.ignore_result:
+        recording.keep_anyway(task, request, states.RETRY, retry.exc or retry)
     raise AcknowledgeJob(f"task {task.name}[{request.id}] re-sent for retry {request.retries + 1}")
 
 
@@ -182,7 +221,8 @@ def send_retry(task: Task, request: Request, retry: Retry) -> None:
                "retries": request.retries + 1, "timelimit": list(request.timelimit or (None, None)),
                "root_id": request.root_id, "parent_id": request.parent_id, "origin": request.origin,
                "eta": datetime.fromtimestamp(now + delay, UTC).isoformat(), "expires": request.expires,
-               "argsrepr": repr(tuple(args)), "kwargsrepr": repr(kwargs), "ignore_result": request.ignore_result}
+               "argsrepr": repr(tuple(args)), "kwargsrepr": repr(kwargs), "ignore_result": request.ignore_result,
+               **{key: request.get(key) for key in WORKFLOW_HEADERS if request.get(key) is not None}}
     tries = FOREVER_TRIES if retry.max_retries is None else max(1, retry.max_retries - request.retries)
     queue = options.get("queue") or (request.delivery_info or {}).get("routing_key") or task.queue
     env = Envelope(id=new_id(), name=task.name, queue=str(queue or task.app.conf["task_default_queue"]),
@@ -205,8 +245,10 @@ def middleware(ctx: JobContext, call_next: CallNext) -> Any:
         limit.__cause__ = exc
         request = worker_request(task, ctx, codec.decode(job.args), codec.decode(job.kwargs))
         traced = on_failure(task, request, limit)  # no task_postrun: Celery's pool kills the process
-        raise TaskFailed(f"TimeLimitExceeded: hard time limit ({ctx.timeout:g}s) exceeded") from traced.exc
+        flow.failed(task, request, limit, traced.einfo.traceback if traced.einfo else None)
+        recording.keep(task, ctx, request, states.FAILURE, exc=limit)
+        raise TaskFailed.of(limit, f"hard time limit ({ctx.timeout:g}s) exceeded") from exc
 
 
-__all__ = ["CeleryJob", "ExceptionInfo", "TaskFailed", "hostname", "job_class", "middleware", "run",
-           "send_retry", "worker_request"]
+__all__ = ["CeleryJob", "ExceptionInfo", "Replaced", "TaskFailed", "TaskRejected", "hostname", "job_class",
+           "middleware", "run", "send_retry", "worker_request"]

@@ -11,22 +11,23 @@ jobbridge job). ``delay`` is a plain method looked up on the task object, so
 from __future__ import annotations
 
 import inspect
+import logging
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import calling, states
-from .exceptions import MaxRetriesExceededError, NotRegistered, RefusedFeature, ResultsNotEnabled, Retry
+from .exceptions import MaxRetriesExceededError, NotRegistered, RefusedFeature, Retry
 from .request import Request as Context
 from .request import RequestStack, task_stack
 from .result import AsyncResult, EagerResult
 from .tracing import trace
 
+log = logging.getLogger("jobbridge.compat.task")
+
 if TYPE_CHECKING:
     from .app import Celery
-    from .canvas import Signature
-
-_CANVAS = "chains, groups, chords and map/starmap/chunks arrive with canvas support (the next issue)"
+    from .signature import Signature
 
 
 class Task:
@@ -152,15 +153,14 @@ class Task:
               throw: bool | None = None, logfile: Any = None, loglevel: Any = None,
               headers: Mapping[str, Any] | None = None, **options: Any) -> EagerResult:
         """Run the task inline, now, traced as a worker would; retries run at once, as in Celery."""
-        if link is not None or link_error is not None:
-            raise RefusedFeature(f"apply(link=...) is refused for {self.name}: {_CANVAS}")
         from jobbridge.envelope import new_id
 
         call_args, call_kwargs = list(args or ()), dict(kwargs or {})
         task_id = task_id or new_id()
         attempt = int(retries or 0)
         while True:
-            request = self._eager_request(task_id, attempt, call_args, call_kwargs, headers, options)
+            request = self._eager_request(task_id, attempt, call_args, call_kwargs, headers,
+                                          {**options, "link": link, "link_error": link_error})
             traced = trace(self, request, call_args, call_kwargs, eager=True)
             if traced.state != states.RETRY:
                 break
@@ -169,18 +169,28 @@ class Task:
             call_args = list(plan.get("args", call_args))
             call_kwargs = dict(plan.get("kwargs", call_kwargs))
             attempt += 1
+        from . import eager
+
+        eager.after(self, request, traced)
         propagate = self.app.conf["task_eager_propagates"] if throw is None else throw
         if traced.state == states.FAILURE and propagate and traced.exc is not None:
             raise traced.exc
-        return EagerResult(task_id, traced.retval, traced.state, traceback=traced.einfo, name=self.name)
+        return EagerResult(task_id, traced.retval, traced.state, traceback=traced.einfo, name=self.name,
+                           app=self.app)
 
     def _eager_request(self, task_id: str, retries: int, args: list[Any], kwargs: dict[str, Any],
                        headers: Mapping[str, Any] | None, options: Mapping[str, Any]) -> Context:
+        from .calling import workflow
+        from .recording import ignores_result
+
         queue = options.get("queue") or self.queue or self.app.conf["task_default_queue"]
+        embed = workflow(options)
         return Context(id=task_id, task=self.name, args=args, kwargs=kwargs, retries=retries, is_eager=True,
                        called_directly=False, hostname=socket.gethostname(), headers=dict(headers or {}),
                        delivery_info={"is_eager": True, "exchange": "", "routing_key": queue, "priority": None},
-                       root_id=task_id, correlation_id=task_id, ignore_result=bool(self.ignore_result))
+                       root_id=task_id, correlation_id=task_id,
+                       ignore_result=bool(options.get("ignore_result", ignores_result(self))),
+                       callbacks=embed["callbacks"], errbacks=embed["errbacks"])
 
     def retry(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               exc: BaseException | None = None, throw: bool = True, eta: Any = None,
@@ -219,7 +229,7 @@ class Task:
     # -- signatures --------------------------------------------------------------------------
 
     def signature(self, args: Sequence[Any] | None = None, *starargs: Any, **starkwargs: Any) -> Signature:
-        from .canvas import Signature
+        from .signature import Signature
 
         kwargs = starkwargs.pop("kwargs", None)
         options = starkwargs.pop("options", None) or {}
@@ -234,20 +244,34 @@ class Task:
     def si(self, *args: Any, **kwargs: Any) -> Signature:
         return self.signature(args, kwargs=kwargs, immutable=True)
 
-    def map(self, it: Any) -> Any:
-        raise RefusedFeature(f"{self.name}.map() is refused: {_CANVAS}")
+    def map(self, it: Any) -> Signature:
+        """One task calling this one for each item (``celery.map``), in a single worker."""
+        from .chords import xmap
 
-    def starmap(self, it: Any) -> Any:
-        raise RefusedFeature(f"{self.name}.starmap() is refused: {_CANVAS}")
+        return xmap(self.s(), it, app=self.app)
 
-    def chunks(self, it: Any, n: int) -> Any:
-        raise RefusedFeature(f"{self.name}.chunks() is refused: {_CANVAS}")
+    def starmap(self, it: Any) -> Signature:
+        """One task calling this one with each item's arguments (``celery.starmap``), in a single worker."""
+        from .chords import xstarmap
+
+        return xstarmap(self.s(), it, app=self.app)
+
+    def chunks(self, it: Any, n: int) -> Signature:
+        """The items in groups of ``n``, each group one ``starmap`` task, all of them a group."""
+        from .chords import chunks
+
+        return chunks(self.s(), it, n, app=self.app)
 
     def replace(self, sig: Any) -> Any:
-        raise RefusedFeature(f"{self.name}.replace() is refused: {_CANVAS}")
+        """Replace this running task by ``sig``: it takes this task's id, chain, callbacks and chord."""
+        from .eager import replace
+
+        return replace(self, sig)
 
     def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
-        raise RefusedFeature(f"{self.name}.add_to_chord() is refused: {_CANVAS}")
+        raise RefusedFeature(f"{self.name}.add_to_chord() is refused: a chord's size is fixed when it is "
+                             "applied (its join is a counter set to the number of header tasks); build the "
+                             "whole header before applying the chord")
 
     # -- results -----------------------------------------------------------------------------
 
@@ -256,9 +280,14 @@ class Task:
 
     def update_state(self, task_id: str | None = None, state: str | None = None, meta: Any = None,
                      **kwargs: Any) -> None:
-        raise ResultsNotEnabled(
-            f"{self.name}.update_state() needs a result store, which jobbridge does not have yet (it "
-            "arrives with issue 6); report progress through your own storage until then")
+        """Store a state (``PROGRESS``, ...) and its ``meta`` for this task, visible to a poller at once."""
+        task_id = task_id or self.request.id
+        if task_id is None:
+            raise ValueError(f"{self.name}.update_state() outside a task run needs task_id=")
+        if not self.app.backend.enabled:
+            _warn_no_backend(self.name)  # Celery drops it without a word when there is no backend
+            return
+        self.app.backend.store_state(str(task_id), state or states.PENDING, meta, self.name)
 
     def send_event(self, type_: str, retry: bool = True, retry_policy: Any = None, **fields: Any) -> None:
         raise RefusedFeature("send_event() is refused: jobbridge workers send no Celery events")
@@ -288,6 +317,16 @@ class Task:
     @classmethod
     def bind(cls, app: Celery) -> None:
         """Compat no-op: tasks are bound to their app when created."""
+
+
+_warned: set[str] = set()
+
+
+def _warn_no_backend(name: str) -> None:
+    if name not in _warned:
+        _warned.add(name)
+        log.warning("%s.update_state() stores nothing: the app has no result_backend, so no one could read "
+                    "it (set result_backend to make progress visible)", name)
 
 
 def lookup(app: Celery, name: str) -> Task:

@@ -6,7 +6,7 @@ from typing import Any
 from unittest.mock import patch
 
 import pytest
-from jobbridge.compat import Celery, ResultsNotEnabled
+from jobbridge.compat import Celery
 
 from jobbridge.testing import FixedClock
 
@@ -16,6 +16,7 @@ from .projects import load, memory_events, of
 @pytest.fixture
 def project(monkeypatch: pytest.MonkeyPatch, clock: FixedClock) -> Any:
     monkeypatch.setenv("CELERY_BROKER_URL", "memory://")
+    monkeypatch.setenv("CELERY_RESULT_BACKEND", "memory://")
     worker = load("fastapiproj.worker")
     app: Celery = worker.celery
     app.set_current()
@@ -45,8 +46,7 @@ def test_the_route_queues_the_task_for_a_worker(project: Any) -> None:
     bridge = project.celery.jobbridge_app()
     assert bridge.run_pending().succeeded == 1
     assert of(memory_events(), "create_task") == [["create_task", 1]]
-    with pytest.raises(ResultsNotEnabled, match="issue 6"):
-        main.get_status(task_id)
+    assert main.get_status(task_id) == {"task_id": task_id, "task_status": "SUCCESS", "task_result": True}
 
 
 def test_the_broker_comes_from_the_environment(project: Any) -> None:

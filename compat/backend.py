@@ -1,0 +1,191 @@
+"""The app's result backend (``app.backend``): the jobbridge result store, as the facade uses it.
+
+An app has a result backend when ``result_backend`` is set, as in Celery: its tasks
+then store their results, and ``AsyncResult`` reads them. Without one, reading a
+result raises `ResultsNotEnabled` naming the setting, rather than answering
+PENDING for ever. Revokes need only a store, which the broker's own (database,
+redis, memory) is even without ``result_backend``.
+
+Everything goes through the app's `JobBridge`: ``bridge.result``, ``bridge.wait``,
+``bridge.store_state`` and, for what the facade keeps itself (a chord's header
+results and counters, a saved group), ``bridge.results`` with ``result_ttl``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.results import ResultRecord, ResultStore
+from jobbridge.results.base import round_trip
+
+from . import settings, states
+from .exceptions import ResultsNotEnabled
+from .remote import exception_of, failure_fields
+
+if TYPE_CHECKING:
+    from jobbridge import JobBridge
+
+    from .app import Celery
+
+#: where a saved group's member ids are kept (Celery keeps them apart from task results too)
+GROUP_META = "celery-group-meta:"
+#: a ``meta`` that is not a mapping is stored under this key, and given back unwrapped
+WRAPPED = "__celery_meta__"
+_SET_IT = ("set result_backend (CELERY_RESULT_BACKEND) to the store the broker uses — the same redis:// "
+           "URL, or db+<database URL> — as Celery needs a result backend for this too")
+
+
+class ResultBackend:
+    """The facade's view of the result store for one app (Celery's ``app.backend``)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def __repr__(self) -> str:
+        return f"<ResultBackend of {self.app!r}: {self.app.conf['result_backend'] or 'none'}>"
+
+    # -- access ------------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return settings.results_enabled(self.app.conf)
+
+    @property
+    def bridge(self) -> JobBridge:
+        return self.app.jobbridge_app()
+
+    def require(self, what: str) -> ResultStore:
+        """The store, for ``what``; `ResultsNotEnabled` when the app has no result backend."""
+        if not self.enabled:
+            raise ResultsNotEnabled(f"{what} needs a result backend, and this app has none: {_SET_IT}")
+        store = self.bridge.results
+        if store is None:  # pragma: no cover - the settings always open one when result_backend is set
+            raise ResultsNotEnabled(f"{what}: the result store could not be opened")
+        return store
+
+    @property
+    def ttl(self) -> float:
+        return float(self.bridge.settings.result_ttl)
+
+    def get(self, task_id: str, what: str = "reading a result") -> ResultRecord | None:
+        self.require(what)
+        return self.bridge.result(task_id)
+
+    def wait(self, task_id: str, timeout: float) -> ResultRecord | None:
+        self.require("waiting for a result")
+        return self.bridge.wait(task_id, timeout)
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, ResultRecord]:
+        return self.require("reading results").get_many(list(ids))
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def write(self, task_id: str, state: str, *, name: str | None = None, result: Any = None,
+              meta: Any = None, exc: BaseException | None = None, traceback: str | None = None) -> None:
+        """Store one record now (raising when the store fails or a value is not JSON)."""
+        fields = failure_fields(exc) if exc is not None else {}
+        if traceback is not None:
+            fields["traceback"] = traceback
+        record = ResultRecord(id=task_id, state=state, name=name, result=result, meta=wrap(meta), **fields)
+        self.require(f"storing the {state} of {task_id}").store(record, self.ttl)
+
+    def store_state(self, task_id: str, state: str, meta: Any, name: str | None) -> None:
+        """A custom state (``update_state``): checked as JSON here, so a bad ``meta`` raises in the task."""
+        self.require("update_state()")
+        wrapped = wrap(meta)
+        round_trip(wrapped, "meta", task_id)
+        self.bridge.store_state(task_id, state, meta=wrapped, name=name)
+
+    def forget(self, task_id: str) -> None:
+        self.require("forget()")
+        self.bridge.forget(task_id)
+
+    def save_group(self, group_id: str, ids: Sequence[str]) -> None:
+        """Keep a group's member ids, in order (``GroupResult.save()``; every chord does it)."""
+        record = ResultRecord(id=GROUP_META + group_id, state="GROUP", result=list(ids))
+        self.require("saving a group").store(record, self.ttl)
+
+    def restore_group(self, group_id: str) -> list[str] | None:
+        found = self.require("GroupResult.restore()").get(GROUP_META + group_id)
+        return None if found is None else [str(i) for i in found.result or []]
+
+    def forget_group(self, group_id: str) -> None:
+        self.require("GroupResult.forget()").forget(GROUP_META + group_id)
+
+    # -- Celery's backend methods --------------------------------------------------------------
+
+    def get_task_meta(self, task_id: str, cache: bool = True) -> dict[str, Any]:
+        """Celery's meta dict: ``task_id``, ``status``, ``result``, ``traceback``, ``date_done``, ``name``."""
+        return meta_of(task_id, self.get(task_id))
+
+    def get_state(self, task_id: str) -> str:
+        return str(self.get_task_meta(task_id)["status"])
+
+    get_status = get_state
+
+    def get_result(self, task_id: str) -> Any:
+        return self.get_task_meta(task_id)["result"]
+
+    def get_traceback(self, task_id: str) -> str | None:
+        found: str | None = self.get_task_meta(task_id)["traceback"]
+        return found
+
+    def store_result(self, task_id: str, result: Any, state: str, traceback: Any = None, request: Any = None,
+                     **kwargs: Any) -> Any:
+        if isinstance(result, BaseException):
+            self.write(task_id, state, exc=result)
+        elif state in (states.SUCCESS,):
+            self.write(task_id, state, result=result)
+        else:
+            self.write(task_id, state, meta=result)
+        return result
+
+    def mark_as_done(self, task_id: str, result: Any, request: Any = None, **kwargs: Any) -> None:
+        self.write(task_id, states.SUCCESS, result=result)
+
+    def mark_as_failure(self, task_id: str, exc: BaseException, traceback: Any = None, request: Any = None,
+                        **kwargs: Any) -> None:
+        self.write(task_id, states.FAILURE, exc=exc)
+
+
+def wrap(meta: Any) -> Mapping[str, Any] | None:
+    """``meta`` as the store holds it: a mapping as it is, anything else wrapped."""
+    if meta is None or isinstance(meta, Mapping):
+        return meta
+    return {WRAPPED: meta}
+
+
+def unwrap(meta: Mapping[str, Any] | None) -> Any:
+    if isinstance(meta, Mapping) and len(meta) == 1 and WRAPPED in meta:
+        return meta[WRAPPED]
+    return meta
+
+
+def info_of(record: ResultRecord | None) -> Any:
+    """Celery's ``result`` / ``info`` for a record: the value, the exception, or the progress meta."""
+    if record is None:
+        return None
+    if record.state == states.SUCCESS:
+        return record.result
+    if record.state == states.FAILURE or (record.state == states.RETRY and record.exception_type):
+        return exception_of(record)
+    if record.state == states.REVOKED:
+        from .exceptions import TaskRevokedError
+
+        return TaskRevokedError(record.error or "revoked")
+    return unwrap(record.meta)
+
+
+def meta_of(task_id: str, record: ResultRecord | None) -> dict[str, Any]:
+    done = record is not None and record.state in states.READY_STATES
+    return {
+        "task_id": task_id, "status": record.state if record is not None else states.PENDING,
+        "result": info_of(record), "traceback": record.traceback if record is not None else None,
+        "children": [], "name": record.name if record is not None else None,
+        "date_done": datetime.fromtimestamp(record.updated_at, UTC) if done and record is not None else None,
+    }
+
+
+__all__ = ["GROUP_META", "ResultBackend", "info_of", "meta_of", "unwrap", "wrap"]

@@ -1,0 +1,226 @@
+"""``chord(header, body)``, and ``chunks`` / ``xmap`` / ``xstarmap`` (built on groups and builtin tasks).
+
+Applying a chord fixes every id first — the body's (the chord's result), the
+header group's and each header task's — then keeps the header ids in order under
+the group id, sets the join counter (one per header task) and the failure counter
+(one) in the result store, and publishes the header tasks carrying the body. The
+worker side is compat/flow.py: each header task, as it ends, counts itself down
+once (by its own id, so a task run again after its worker was lost does not count
+twice); the one that reaches 0 publishes the body with all the results, read in
+one round trip. The first header task to fail takes the failure counter to 0:
+it runs the chord's errbacks and stores the body's FAILURE, once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.envelope import new_id
+
+from .exceptions import ChordError
+from .groupresult import GroupResult
+from .primitives import _Canvas, _tasks_of, chain, group
+from .result import EagerResult
+from .signature import TYPES, Signature, maybe_signature
+
+if TYPE_CHECKING:
+    from .app import Celery
+
+#: the failure counter's key, beside the join counter's (the header group's id)
+FAILED = ":failed"
+
+
+class chord(_Canvas):
+    """A group whose results, once all are in, go to one body task (as its first argument)."""
+
+    kind = "chord"
+
+    def __init__(self, header: Any = None, body: Any = None, task: str = "celery.chord", args: Any = None,
+                 kwargs: Mapping[str, Any] | None = None, app: Celery | None = None, **options: Any) -> None:
+        members = header if isinstance(header, group) else group(*_tasks_of((header or [],)), app=app)
+        parts = {"header": dict(members), "body": dict(maybe_signature(body, app=app)) if body else None}
+        Signature.__init__(self, task, (), {**dict(kwargs or {}), **parts}, options, subtask_type="chord",
+                           app=app)
+
+    @property
+    def tasks(self) -> tuple[Signature, ...]:
+        return self.header.tasks
+
+    @property
+    def header(self) -> group:
+        found = maybe_signature(self["kwargs"]["header"], app=self._app)
+        assert isinstance(found, group)
+        return found
+
+    @property
+    def body(self) -> Signature | None:
+        found: Signature | None = maybe_signature(self["kwargs"].get("body"), app=self._app)
+        return found
+
+    def _set_body(self, body: Signature) -> None:
+        self["kwargs"]["body"] = dict(body)
+
+    def __call__(self, body: Any = None, **options: Any) -> Any:
+        """``chord(header)(body)``: apply with that body."""
+        return self.apply_async((), {"body": body} if body is not None else {}, **options)
+
+    def __or__(self, other: Any) -> Any:
+        if isinstance(other, Signature):
+            return chain(self, other, app=self._app)
+        return NotImplemented
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    route_name: Any = None, task_id: str | None = None, **options: Any) -> Any:
+        """Publish the header; the body follows once every header task succeeded. The body's result."""
+        kwargs = dict(kwargs or {})
+        body = maybe_signature(kwargs.pop("body", None), app=self._app) or self.body
+        if body is None:
+            raise TypeError("a chord needs a body: chord(header, body), or chord(header)(body)")
+        options = {**self.options, **options}
+        if self._eager():
+            return self.apply(args, kwargs, body=body, task_id=task_id, **options)
+        backend = self.app.backend
+        store = backend.require("a chord")
+        body = body.clone()
+        _carry(body, options)
+        body_result = body.freeze(task_id or body.id)
+        header = self.header
+        group_id = str(header.id or new_id())
+        members = list(header.tasks)
+        if self.app.conf["task_allow_error_cb_on_chord_header"]:
+            for errback in body.options.get("link_error") or []:
+                for member in members:
+                    member.link_error(maybe_signature(errback, app=self._app).clone(immutable=True))
+        results = [m.freeze(group_id=group_id, group_index=i) for i, m in enumerate(members)]
+        backend.save_group(group_id, [r.id for r in results])
+        store.counter_init(group_id, len(members), backend.ttl)
+        store.counter_init(group_id + FAILED, 1, backend.ttl)
+        if not members:
+            body.apply_async(([],))
+        for index, member in enumerate(members):
+            member.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index,
+                                                "chord": dict(body)})
+        body_result.parent = GroupResult(group_id, results, app=self._app)
+        return body_result
+
+    def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              body: Signature | None = None, task_id: str | None = None, **options: Any) -> Any:
+        """Run the header here, now, then the body with its results (or fail as a worker would)."""
+        body = body or self.body
+        if body is None:
+            raise TypeError("a chord needs a body: chord(header, body), or chord(header)(body)")
+        header = self.header.apply(args, kwargs)
+        failed = [r for r in header.results if not r.successful()]
+        if failed:
+            culprit = failed[0]
+            error = ChordError(f"Dependency {culprit.id} raised {culprit.result!r}")
+            return EagerResult(task_id or body.id or new_id(), error, "FAILURE", parent=header)
+        result = body.apply(([r.result for r in header.results],), task_id=task_id or body.id)
+        result.parent = header
+        return result
+
+    def freeze(self, _id: str | None = None, group_id: str | None = None, chord: Any = None,
+               root_id: str | None = None, parent_id: str | None = None, group_index: int | None = None) -> Any:
+        """The chord's result is its body's."""
+        body = self.body
+        if body is None:
+            raise TypeError("a chord needs a body to be frozen")
+        result = body.freeze(_id, group_id, chord, root_id, parent_id, group_index)
+        self._set_body(body)
+        return result
+
+    def link(self, callback: Any) -> Any:
+        body = self.body
+        if body is None:
+            raise TypeError("link a callback to a chord once it has a body")
+        body.link(callback)
+        self._set_body(body)
+        return callback
+
+    def link_error(self, errback: Any) -> Any:
+        """The chord's errback: called once when a header task fails (or the body does)."""
+        body = self.body
+        if body is None:
+            raise TypeError("link an errback to a chord once it has a body")
+        body.link_error(errback)
+        self._set_body(body)
+        return errback
+
+    def __repr__(self) -> str:
+        return f"chord({self.header!r}, {self.body!r})"
+
+
+def _carry(body: Signature, options: dict[str, Any]) -> None:
+    """What follows the chord (a chain's later steps, its membership of an outer group) goes on the body."""
+    for key in ("chain", "group_id", "group_index", "chord", "link"):
+        value = options.pop(key, None)
+        if value:
+            body.set(**{key: value})
+    for errback in options.pop("link_error", None) or []:
+        body.link_error(errback)
+
+
+class _Map(_Canvas):
+    """``task.map(it)`` / ``task.starmap(it)``: one task that calls ``task`` for each item, in one worker."""
+
+    builtin = ""
+
+    def __init__(self, task: Any, it: Iterable[Any], app: Celery | None = None, **options: Any) -> None:
+        sig = maybe_signature(task, app=app) if not isinstance(task, str) else Signature(task, app=app)
+        Signature.__init__(self, self.builtin, (), {"task": dict(sig), "it": list(it)}, options,
+                           subtask_type=self.kind, immutable=True, app=app)
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    route_name: Any = None, **options: Any) -> Any:
+        self.app.finalize()  # the builtin tasks are registered when the app is finalized
+        return Signature.apply_async(self, args, kwargs, **options)
+
+
+class xmap(_Map):
+    kind, builtin = "xmap", "celery.map"
+
+
+class xstarmap(_Map):
+    kind, builtin = "xstarmap", "celery.starmap"
+
+
+class chunks(_Canvas):
+    """``task.chunks(it, n)``: the items in groups of ``n``, each group one ``xstarmap`` task, all a group."""
+
+    kind = "chunks"
+
+    def __init__(self, task: Any, it: Iterable[Any], n: int, app: Celery | None = None, **options: Any) -> None:
+        if int(n) < 1:
+            raise ValueError(f"chunks() needs a chunk size of at least 1, not {n!r}")
+        sig = maybe_signature(task, app=app) if not isinstance(task, str) else Signature(task, app=app)
+        Signature.__init__(self, "celery.chunks", (), {"task": dict(sig), "it": list(it), "n": int(n)},
+                           options, subtask_type="chunks", immutable=True, app=app)
+
+    def group(self) -> Any:
+        """The group of ``xstarmap`` tasks, one per chunk."""
+        task, items, n = self["kwargs"]["task"], iter(self["kwargs"]["it"]), self["kwargs"]["n"]
+        parts = []
+        while chunk := list(islice(items, n)):
+            parts.append(xstarmap(task, chunk, app=self._app))
+        return group(parts, app=self._app, **self.options)
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    route_name: Any = None, **options: Any) -> Any:
+        return self.group().apply_async(None, None, **options)
+
+    def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              **options: Any) -> Any:
+        return self.group().apply(None, None, **options)
+
+    def __call__(self, **options: Any) -> Any:
+        return self.apply_async(**options)
+
+    def skew(self, start: float = 1.0, stop: float | None = None, step: float = 1.0) -> Any:
+        return self.group().skew(start, stop, step)
+
+
+TYPES.update({"chord": chord, "chunks": chunks, "xmap": xmap, "xstarmap": xstarmap})
+
+__all__ = ["FAILED", "chord", "chunks", "xmap", "xstarmap"]

@@ -1,0 +1,59 @@
+"""``app.control``: revoking tasks, durably. The rest of Celery's remote control is refused.
+
+``app.control.revoke(id_or_ids, terminate=False)`` is ``bridge.cancel``: the ids are
+written to the result store, which every worker reads before it runs a task (and
+while it runs one), so a task that has not started never runs — on any worker,
+one that was offline at the time included, after a restart too — and a running
+one is stopped when ``terminate=True``, as its time limit would stop it. It ends
+REVOKED either way and is not retried. The ``signal`` changes nothing: the
+attempt is stopped the one way jobbridge stops an attempt (docs/compat.md).
+Revokes are kept for ``result_expires``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .exceptions import RefusedFeature
+
+if TYPE_CHECKING:
+    from .app import Celery
+
+_NO_REMOTE = ("jobbridge has no remote control: workers take no broadcast commands (inspect, ping, "
+              "rate_limit, add_consumer, shutdown, ...). Watch workers with jobbridge status; stop one with "
+              "SIGTERM; revoke tasks with app.control.revoke(id)")
+
+
+class Control:
+    """Celery's ``app.control``, as far as jobbridge provides it: ``revoke`` and ``terminate``."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+
+    def revoke(self, task_id: str | Sequence[str], destination: Any = None, terminate: bool = False,
+               signal: Any = None, **kwargs: Any) -> None:
+        """Cancel tasks by id, durably; ``terminate=True`` also stops them if they are running."""
+        if destination is not None:
+            raise RefusedFeature("revoke(destination=...) is refused: a revoke is kept in the result store, "
+                                 "where every worker sees it; it cannot be aimed at one worker")
+        ids = [task_id] if isinstance(task_id, str) else [str(i) for i in task_id]
+        if ids:
+            self.app.jobbridge_app().cancel(ids, terminate=bool(terminate))
+
+    def terminate(self, task_id: str | Sequence[str], destination: Any = None, signal: Any = None,
+                  **kwargs: Any) -> None:
+        """``revoke(task_id, terminate=True)``."""
+        self.revoke(task_id, destination=destination, terminate=True, signal=signal)
+
+    def revoke_by_stamped_headers(self, *args: Any, **kwargs: Any) -> None:
+        raise RefusedFeature("revoke_by_stamped_headers() is refused: stamping is not provided; revoke by "
+                             "task id")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise RefusedFeature(f"app.control.{name} is not available on jobbridge: {_NO_REMOTE}")
+
+
+__all__ = ["Control"]

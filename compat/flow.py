@@ -1,0 +1,166 @@
+"""What a task's message says should happen after it: callbacks, the chain's next step, the chord.
+
+Called by the worker (compat/runner.py) as the task's attempt ends, before the
+attempt is acknowledged, so a worker lost in between runs the task again and
+these steps with it (at least once, never zero times):
+
+- success: if the task is a chord header task, its result is stored and it counts
+  itself down in the chord's counter; the one that reaches 0 publishes the body
+  with every header result, in header order. Then each callback (``link``) gets the
+  return value, and the chain's next step is published with it.
+- failure: each errback runs — in this worker with ``(request, exc, traceback)``
+  when its task takes several arguments, else published with the task id, as
+  Celery does — and a chord header task takes the chord's failure counter down:
+  the first one to reach 0 stores the chord's FAILURE (a ``ChordError`` naming
+  it) and runs the chord's errbacks; the body never runs.
+- revoked (or expired) chord header task: the chord fails the same way.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.results import SUCCESS, UnknownCounter
+from jobbridge.results.base import ResultEncodeError
+
+from . import states
+from .chords import FAILED
+from .exceptions import ChordError
+from .request import Request
+from .signature import Signature, maybe_signature
+
+if TYPE_CHECKING:
+    from .app import Celery
+    from .task import Task
+
+log = logging.getLogger("jobbridge.compat.task")
+
+
+def succeeded(task: Task, request: Request, retval: Any) -> None:
+    """After a success: the chord's join, then the callbacks, then the chain's next step."""
+    app = task.app
+    if request.chord:
+        _chord_part_succeeded(task, request, retval)
+    for callback in request.callbacks or []:
+        _apply(app, callback, (retval,), request)
+    if request.chain:
+        later = list(request.chain)
+        step = later.pop()
+        _apply(app, step, (retval,), request, chain=later or None)
+
+
+def failed(task: Task, request: Request, exc: BaseException, traceback: str | None) -> None:
+    """After a failure (no retries left): the errbacks, then the chord's failure."""
+    call_errbacks(task.app, request, exc, traceback)
+    if request.chord:
+        chord_failed(task.app, request, exc, traceback)
+
+
+def _apply(app: Celery, step: Any, args: tuple[Any, ...], request: Request, **options: Any) -> Any:
+    sig = maybe_signature(step, app=app)
+    return sig.apply_async(args, parent_id=request.id, root_id=request.root_id or request.id, **options)
+
+
+# -- errbacks ---------------------------------------------------------------------------------------
+
+def call_errbacks(app: Celery, request: Request, exc: BaseException, traceback: str | None) -> None:
+    """Celery's two kinds: ``(request, exc, traceback)`` called here, ``(task_id)`` published."""
+    by_id: list[Signature] = []
+    for found in request.errbacks or []:
+        errback = maybe_signature(found, app=app)
+        if _takes_request(app, errback):
+            try:
+                errback(request, exc, traceback)
+            except Exception:
+                log.exception("the errback %r of task %s raised", errback, request.id)
+        else:
+            by_id.append(errback)
+    for errback in by_id:
+        errback.apply_async((request.id,), parent_id=request.id, root_id=request.root_id or request.id)
+
+
+def _takes_request(app: Celery, errback: Signature) -> bool:
+    if errback.subtask_type or errback.task not in app.tasks:
+        return False
+    return len(app.tasks[errback.task].positional_names()) > 1
+
+
+# -- chords -----------------------------------------------------------------------------------------
+
+def _chord_part_succeeded(task: Task, request: Request, retval: Any) -> None:
+    """Store this header task's result, count it down once, and publish the body if it was the last."""
+    backend = task.app.backend
+    store = backend.require("a chord")
+    group_id = str(request.group)
+    try:
+        backend.write(str(request.id), SUCCESS, name=task.name, result=retval)
+    except ResultEncodeError as exc:
+        chord_failed(task.app, request, exc, None)
+        return
+    try:
+        left = store.counter_decrement(group_id, member=str(request.id))
+    except UnknownCounter:
+        gone = ChordError(f"the counter of chord {group_id} is gone (it expired after result_expires, or was "
+                          "pruned), so its body cannot be started")
+        chord_failed(task.app, request, gone, None)
+        return
+    if left == 0:
+        _join(task.app, request)
+
+
+def _join(app: Celery, request: Request) -> None:
+    """The last header task: read every result in one round trip and publish the body with them."""
+    backend = app.backend
+    group_id = str(request.group)
+    ids = backend.restore_group(group_id)
+    records = backend.get_many(ids or [])
+    lost = [i for i in ids or [] if i not in records or records[i].state != SUCCESS]
+    if ids is None or lost:
+        missing = ChordError(f"the results of chord {group_id}'s header tasks {lost or '(all)'} are gone "
+                             "(expired after result_expires, or forgotten), so its body cannot be started")
+        chord_failed(app, request, missing, None)
+        return
+    body = maybe_signature(request.chord, app=app)
+    if body.id is not None and backend.get(body.id) is not None:
+        return  # published before, by a run of this task whose worker was lost before it was acknowledged
+    _apply(app, body, ([records[i].result for i in ids],), request)
+
+
+def chord_failed(app: Celery, request: Request, exc: BaseException, traceback: str | None) -> None:
+    """A header task failed: the first to say so stores the chord's FAILURE and runs its errbacks."""
+    store = app.backend.require("a chord")
+    try:
+        left = store.counter_decrement(f"{request.group}{FAILED}", member=str(request.id))
+    except UnknownCounter:
+        left = 0  # the chord outlived its counters; report the failure rather than lose it
+    if left != 0:
+        return
+    body = maybe_signature(request.chord, app=app)
+    error = exc if isinstance(exc, ChordError) else ChordError(f"Dependency {request.id} raised {exc!r}")
+    stand_in = body_request(body, request)
+    call_errbacks(app, stand_in, error, traceback)
+    if body.id is not None:
+        app.backend.write(body.id, states.FAILURE, name=body.task, exc=error, traceback=traceback)
+    if stand_in.chord:  # the body was itself a member of an outer chord, which fails with it
+        chord_failed(app, stand_in, error, traceback)
+
+
+def body_request(body: Signature, request: Request) -> Request:
+    """A request for the body that never ran, as Celery makes one to call the chord's errbacks."""
+    options = body.options
+    return Request(id=body.id, task=body.task, args=list(body.args), kwargs=body.kwargs,
+                   errbacks=options.get("link_error"), chord=options.get("chord"), group=options.get("group_id"),
+                   group_index=options.get("group_index"), root_id=request.root_id, parent_id=request.id,
+                   delivery_info={}, called_directly=False, is_eager=False)
+
+
+def revoked(task: Task, request: Request, why: str) -> None:
+    """A header task that will never run (revoked, expired) fails its chord, so the chord never hangs."""
+    if request.chord:
+        from .exceptions import TaskRevokedError
+
+        chord_failed(task.app, request, TaskRevokedError(why), None)
+
+
+__all__ = ["call_errbacks", "chord_failed", "failed", "revoked", "succeeded"]

@@ -1,0 +1,262 @@
+"""The canvas: ``chain``, ``group``, ``chord``, ``chunks``, ``xmap`` and ``xstarmap``.
+
+Each is a `Signature` (a JSON dict with its ``subtask_type``), so it can sit inside
+another and travel in a message. What happens after a task is carried in that
+task's message, as Celery's message body carries it: ``chain`` (the steps still to
+run, last first), ``callbacks`` (``link``), ``errbacks`` (``link_error``), ``chord``
+(the body a chord header task joins into) and ``group`` / ``group_index``. The
+worker acts on them when the task ends (compat/flow.py).
+
+- ``chain(a, b, c)``: ``a`` is published carrying ``[c, b]``; each step's return
+  value is the first argument of the next (unless it is immutable). A group followed
+  by another step becomes a chord, as in Celery.
+- ``group([...])``: each task published with the group's id and its index.
+- ``chord(header, body)``: the header's ids are saved and a counter set to their
+  number in the result store; each header task, as it ends, counts itself down
+  once, and the one that reaches 0 publishes the body with every result in header
+  order. Nothing polls.
+
+Groups and chords need a result backend, and say so when they are applied.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobbridge.envelope import new_id
+
+from .exceptions import RefusedFeature
+from .groupresult import GroupResult
+from .signature import TYPES, Signature, maybe_signature
+
+if TYPE_CHECKING:
+    from .app import Celery
+
+def _tasks_of(tasks: tuple[Any, ...]) -> list[Any]:
+    """``group(a, b)``, ``group([a, b])`` and ``group(generator)`` alike."""
+    if len(tasks) == 1 and not isinstance(tasks[0], Mapping) and isinstance(tasks[0], Iterable):
+        return list(tasks[0])
+    return list(tasks)
+
+
+class _Canvas(Signature):
+    """A primitive's dict: ``task`` is its builtin name, its parts are in ``kwargs``."""
+
+    kind = ""
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], app: Celery | None = None) -> Signature:
+        made = cls.__new__(cls)
+        Signature.__init__(made, d, app=app)
+        return made
+
+    def _parts(self, key: str) -> list[Any]:
+        return [maybe_signature(t, app=self._app) for t in self["kwargs"].get(key) or []]
+
+    def _eager(self) -> bool:
+        return bool(self.app.conf["task_always_eager"])
+
+
+class chain(_Canvas):
+    """Tasks one after the other, each result passed on."""
+
+    kind = "chain"
+
+    def __init__(self, *tasks: Any, app: Celery | None = None, **options: Any) -> None:
+        steps: list[Signature] = []
+        for task in _tasks_of(tasks):
+            sig = maybe_signature(task, app=app)
+            steps.extend(sig.tasks if isinstance(sig, chain) else [sig])
+        Signature.__init__(self, "celery.chain", (), {"tasks": [dict(s) for s in steps]}, options,
+                           subtask_type="chain", app=app)
+
+    @property
+    def tasks(self) -> tuple[Signature, ...]:
+        return tuple(self._parts("tasks"))
+
+    def __or__(self, other: Any) -> Any:
+        if isinstance(other, chain):
+            return chain(*self.tasks, *other.tasks, app=self._app, **self.options)
+        if isinstance(other, Signature):
+            return chain(*self.tasks, other, app=self._app, **self.options)
+        return NotImplemented
+
+    def _steps(self) -> list[Signature]:
+        """The steps to publish: copies, a group followed by a step made a chord (as Celery does)."""
+        from .chords import chord
+
+        tasks, steps = [t.clone() for t in self.tasks], []
+        while tasks:
+            step = tasks.pop(0)
+            if isinstance(step, group) and tasks:
+                step = chord(step, tasks.pop(0), app=self._app)
+            steps.append(step)
+        return steps
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    route_name: Any = None, **options: Any) -> Any:
+        """Publish the first step, carrying the rest; the last step's result, its parents linked."""
+        options = {**self.options, **options}
+        if self._eager():
+            return self.apply(args, kwargs, **options)
+        steps = self._steps()
+        if not steps:
+            raise ValueError("an empty chain has nothing to run")
+        _attach(steps, options)
+        results = [step.freeze() for step in steps]
+        for before, after in itertools.pairwise(results):
+            after.parent = before
+        later = [*list(options.pop("chain", None) or []), *(dict(s) for s in reversed(steps[1:]))]
+        steps[0].apply_async(args, kwargs, chain=later or None, **options)
+        return results[-1]
+
+    def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              **options: Any) -> Any:
+        """Run every step here, now, each result passed on; stops at the first failure."""
+        result: Any = None
+        for index, step in enumerate(self._steps()):
+            step_args = tuple(args or ()) if index == 0 else (result.get(),)
+            parent = result
+            result = step.apply(step_args, kwargs if index == 0 else None)
+            result.parent = parent
+            if not _eager_ok(result):
+                break
+        return result
+
+    def freeze(self, _id: str | None = None, group_id: str | None = None, chord: Any = None,
+               root_id: str | None = None, parent_id: str | None = None, group_index: int | None = None) -> Any:
+        steps = self.tasks
+        if not steps:
+            raise ValueError("an empty chain has nothing to run")
+        result = steps[-1].freeze(_id, group_id, chord, root_id, parent_id, group_index)
+        self["kwargs"]["tasks"] = [dict(s) for s in steps]
+        return result
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.apply_async(args, kwargs)
+
+    def __repr__(self) -> str:
+        return " | ".join(repr(t) for t in self.tasks) or "chain()"
+
+
+def _attach(steps: list[Signature], options: dict[str, Any]) -> None:
+    """A chain's own options: link on the last step, link_error on every one, membership on the last."""
+    for errback in _as_list(options.pop("link_error", None)):
+        for step in steps:
+            step.link_error(errback)
+    last = steps[-1]
+    for callback in _as_list(options.pop("link", None)):
+        last.link(callback)
+    task_id = options.pop("task_id", None)
+    if task_id:
+        last.set(task_id=task_id)
+    for key in ("group_id", "group_index", "chord"):
+        if options.get(key) is not None:
+            if isinstance(last, group):
+                raise RefusedFeature("a chain that ends in a group cannot be part of a group or chord; end it "
+                                     "with a task (chain(..., group(...), collect.s()))")
+            last.set(**{key: options.pop(key)})
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _eager_ok(result: Any) -> bool:
+    if isinstance(result, GroupResult):
+        return not result.failed()
+    return bool(result.successful())
+
+
+class group(_Canvas):
+    """Tasks at once; a `GroupResult` of them all."""
+
+    kind = "group"
+
+    def __init__(self, *tasks: Any, app: Celery | None = None, **options: Any) -> None:
+        members: list[Signature] = []
+        for task in _tasks_of(tasks):
+            sig = maybe_signature(task, app=app)
+            members.extend(sig.tasks if isinstance(sig, group) else [sig])
+        Signature.__init__(self, "celery.group", (), {"tasks": [dict(s) for s in members]}, options,
+                           subtask_type="group", app=app)
+
+    @property
+    def tasks(self) -> tuple[Signature, ...]:
+        return tuple(self._parts("tasks"))
+
+    def __or__(self, other: Any) -> Any:
+        if isinstance(other, group | chain):
+            return chain(self, other, app=self._app)
+        if isinstance(other, Signature):
+            from .chords import chord
+
+            return chord(self, other, app=self._app)
+        return NotImplemented
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    route_name: Any = None, **options: Any) -> Any:
+        """Publish every task with the group's id and its index; their results as a GroupResult."""
+        options = {**self.options, **options}
+        if self._eager():
+            return self.apply(args, kwargs, **options)
+        self.app.backend.require("a group")
+        later = options.pop("chain", None)
+        if later:  # a group with steps after it, as a chain hands it on: a chord, as in Celery
+            from .chords import chord
+
+            body = maybe_signature(later[-1], app=self._app)
+            return chord(self, body, app=self._app).apply_async(args, kwargs, chain=later[:-1] or None, **options)
+        if _as_list(options.get("link")) or _as_list(self.options.get("link")):
+            raise RefusedFeature("group.link() is refused: a callback of a group would run after each task; "
+                                 "to run a task once all are done, use a chord: chord(group, callback)")
+        group_id = str(options.pop("task_id", None) or self.id or new_id())
+        results = [task.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index})
+                   for index, task in enumerate(self.tasks)]
+        return GroupResult(group_id, results, app=self._app)
+
+    def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              **options: Any) -> GroupResult:
+        """Run every task here, now, one after the other."""
+        group_id = str(options.pop("task_id", None) or self.id or new_id())
+        return GroupResult(group_id, [task.apply(args, kwargs) for task in self.tasks], app=self._app)
+
+    def freeze(self, _id: str | None = None, group_id: str | None = None, chord: Any = None,
+               root_id: str | None = None, parent_id: str | None = None, group_index: int | None = None) -> Any:
+        gid = _id or self.id or new_id()
+        self.options["task_id"] = gid
+        tasks = self.tasks
+        results = [t.freeze(group_id=gid, group_index=i, root_id=root_id) for i, t in enumerate(tasks)]
+        self["kwargs"]["tasks"] = [dict(t) for t in tasks]
+        return GroupResult(gid, results, app=self._app)
+
+    def link_error(self, errback: Any) -> Any:
+        tasks = self.tasks
+        for task in tasks:
+            task.link_error(errback)
+        self["kwargs"]["tasks"] = [dict(t) for t in tasks]
+        return errback
+
+    def skew(self, start: float = 1.0, stop: float | None = None, step: float = 1.0) -> group:
+        """Spread the tasks out: countdown ``start``, ``start + step``, ... (Celery's ``skew``)."""
+        tasks = self.tasks
+        for index, task in enumerate(tasks):
+            countdown = start + index * step
+            task.set(countdown=min(countdown, stop) if stop is not None else countdown)
+        self["kwargs"]["tasks"] = [dict(t) for t in tasks]
+        return self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.apply_async(args, kwargs)
+
+    def __repr__(self) -> str:
+        return f"group([{', '.join(repr(t) for t in self.tasks)}])"
+
+
+TYPES.update({"chain": chain, "group": group})
+
+__all__ = ["chain", "group"]
