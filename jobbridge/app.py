@@ -82,7 +82,12 @@ class JobBridge:
             found = self._drivers.get(conn.name)
             if found is None:
                 module = drivers.load(conn.driver)
-                resources = drivers.Resources(clock=self.clock, run_inline=self._inline_runner(conn.name))
+                extra: dict[str, Any] = {}
+                if conn.options.get("locks"):
+                    # kafka keeps leases, delayed and failed jobs in another connection's store
+                    extra["lock_store"] = self.driver(str(conn.options["locks"]))
+                resources = drivers.Resources(clock=self.clock, run_inline=self._inline_runner(conn.name),
+                                              extra=extra)
                 found = self._drivers[conn.name] = module.open(conn.options, resources)
             return found
 
