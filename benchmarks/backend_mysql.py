@@ -25,6 +25,8 @@ def _fresh(url: str) -> None:
 
 
 def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:
+    if only and "jobbridge" not in only:
+        return [], []
     url = mysql_url(BENCH_DB)
     runner = JobbridgeRunner(
         JB, url,

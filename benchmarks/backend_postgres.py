@@ -44,7 +44,7 @@ def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[
     rows: list[Row] = []
     latency: list[LatencyRow] = []
     for library, make in ((JB, jobbridge_runner), ("procrastinate", ProcrastinateRunner)):
-        if only and not any(name in library for name in only):
+        if only and library.split()[0] not in only:
             continue
         got, lat = run_library(make, library, probe, opts)
         rows += got

@@ -21,6 +21,8 @@ TARGETS = (
 
 
 def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:
+    if only and "jobbridge" not in only:
+        return [], []
     url = sqlite_url()
     runner = JobbridgeRunner(
         "jobbridge (sqlite)", url,

@@ -194,6 +194,29 @@ class WorkerGroup:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU used so far by every process in the sessions started here.
+
+        Read from /proc: a session holds the worker, its prefork children, a
+        supervisor's children (their own process groups, the same session) and,
+        through cutime/cstime, children already reaped (RQ's work horses). CPU
+        time is what stays meaningful when other work shares the machine.
+        """
+        sessions = {proc.pid for proc in self.procs}
+        ticks = 0
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as stat:
+                    data = stat.read()
+            except OSError:
+                continue
+            fields = data[data.rindex(")") + 2:].split()  # fields[0] is field 3 (state) of proc(5)
+            if int(fields[3]) in sessions:  # field 6: session
+                ticks += sum(int(v) for v in fields[11:15])  # fields 14-17: utime stime cutime cstime
+        return ticks / os.sysconf("SC_CLK_TCK")
+
     def tail(self, lines: int = 6) -> str:
         try:
             text = self.log.read_text(errors="replace").strip().splitlines()
@@ -273,19 +296,25 @@ def timed_processing(runner: Runner, key: str, label: str, probe: ProbeServer, o
     start = time.monotonic()
     group.start()
     error = ""
+    cpu: list[tuple[int, float]] = []  # (hits, CPU seconds) at the first job and at the end
     try:
-        while not probe.wait_hits(opts.jobs, 0.25):
+        while not probe.wait_hits(opts.jobs, 0.05 if not cpu else 0.25):
+            if not cpu and probe.hits:
+                cpu.append((probe.hits, group.cpu_seconds()))
             code = group.exited()
             if code is not None:
                 error = f"worker exited ({code}) after {probe.hits} jobs: {group.tail()}"
                 break
             if time.monotonic() - start > opts.time_limit:
                 break
+        cpu.append((probe.hits, group.cpu_seconds()))
     finally:
         end = probe.target_at or time.monotonic()
         group.stop()
     done = min(probe.hits, opts.jobs)
     row = Row(runner.library, key, label, done, end - start)
+    if len(cpu) == 2 and cpu[1][1] > cpu[0][1]:
+        row.per_cpu = (cpu[1][0] - cpu[0][0]) / (cpu[1][1] - cpu[0][1])
     if error and done == 0:
         row.error = error
         return row

@@ -19,6 +19,7 @@ class Row:
     jobs: int = 0
     seconds: float | None = None
     steady: float | None = None  # jobs/s after the first job started (processing only)
+    per_cpu: float | None = None  # jobs per CPU-second of the worker processes, after the first job
     note: str = ""
     error: str = ""
 
@@ -61,7 +62,8 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 def render_rows(title: str, rows: Sequence[Row], baseline: str = "jobbridge") -> str:
     """The throughput table: jobs/s, and how many times jobbridge's figure for that scenario is this one."""
     base = {r.key: r.rate for r in rows if r.library.startswith(baseline) and r.rate}
-    header = ("library", "scenario", "jobs", "seconds", "jobs/s", "steady/s", "jobbridge ÷ this", "note")
+    header = ("library", "scenario", "jobs", "seconds", "jobs/s", "steady/s", "jobs/cpu-s", "jobbridge ÷ this",
+              "note")
     body = []
     for r in rows:
         rate = r.rate
@@ -72,7 +74,7 @@ def render_rows(title: str, rows: Sequence[Row], baseline: str = "jobbridge") ->
         note = r.error or r.note
         body.append((r.library, r.scenario, _fmt(r.jobs) if r.jobs else "-",
                      "-" if r.error or r.seconds is None else f"{r.seconds:.2f}",
-                     _fmt(rate) if not r.error else "n/a", _fmt(r.steady), ratio, note))
+                     _fmt(rate) if not r.error else "n/a", _fmt(r.steady), _fmt(r.per_cpu), ratio, note))
     return _table(title, header, body)
 
 
@@ -94,7 +96,7 @@ def _table(title: str, header: Sequence[str], body: Sequence[Sequence[str]]) -> 
     for line in body:
         for i, cell in enumerate(line[:-1]):
             widths[i] = max(widths[i], len(cell))
-    numeric = {2, 3, 4, 5, 6} if len(header) == 8 else {2, 3, 4, 5}
+    numeric = {2, 3, 4, 5, 6, 7} if len(header) == 9 else {2, 3, 4, 5}
 
     def fmt(cells: Sequence[str]) -> str:
         out = []
