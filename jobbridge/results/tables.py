@@ -16,27 +16,22 @@ from typing import Any
 
 from sqlalchemy import (
     Column,
-    Double,
     Index,
     Insert,
     Integer,
     MetaData,
     String,
     Table,
-    Text,
     case,
 )
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.sql.elements import ColumnElement
 
+from jobbridge.drivers.database.types import LONG_TEXT, MYSQL_TABLE, TIME
 from jobbridge.results.base import MAX_ID, MAX_STATE
 
 metadata = MetaData()
 
-_Long = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")  # MySQL's TEXT stops at 64 KiB
-_Time: Double[float] = Double(asdecimal=False)
-_MYSQL: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mariadb_engine": "InnoDB",
-                          "mariadb_charset": "utf8mb4"}
 
 results = Table(
     "jobbridge_results",
@@ -44,26 +39,26 @@ results = Table(
     Column("id", String(MAX_ID), primary_key=True),
     Column("state", String(MAX_STATE), nullable=False),
     Column("name", String(MAX_ID), nullable=True),
-    Column("result", _Long, nullable=True),  # JSON text; NULL for None
-    Column("meta", _Long, nullable=True),  # JSON text
-    Column("error", _Long, nullable=True),
-    Column("traceback", _Long, nullable=True),
+    Column("result", LONG_TEXT, nullable=True),  # JSON text; NULL for None
+    Column("meta", LONG_TEXT, nullable=True),  # JSON text
+    Column("error", LONG_TEXT, nullable=True),
+    Column("traceback", LONG_TEXT, nullable=True),
     Column("exception_type", String(255), nullable=True),
-    Column("created_at", _Time, nullable=False),
-    Column("updated_at", _Time, nullable=False),
-    Column("expires_at", _Time, nullable=False),
+    Column("created_at", TIME, nullable=False),
+    Column("updated_at", TIME, nullable=False),
+    Column("expires_at", TIME, nullable=False),
     Index("jobbridge_results_expires_at", "expires_at"),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
 
 cancelled = Table(
     "jobbridge_cancelled",
     metadata,
     Column("id", String(MAX_ID), primary_key=True),
-    Column("cancelled_at", _Time, nullable=False),
-    Column("expires_at", _Time, nullable=False),
+    Column("cancelled_at", TIME, nullable=False),
+    Column("expires_at", TIME, nullable=False),
     Index("jobbridge_cancelled_expires_at", "expires_at"),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
 
 counters = Table(
@@ -72,9 +67,9 @@ counters = Table(
     Column("key", String(MAX_ID), primary_key=True),
     Column("member", String(MAX_ID), primary_key=True, default=""),
     Column("remaining", Integer, nullable=True),  # set on the counter row only
-    Column("expires_at", _Time, nullable=False),
+    Column("expires_at", TIME, nullable=False),
     Index("jobbridge_counters_expires_at", "expires_at"),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
 
 Assignments = Callable[[Any], Sequence[tuple[str, ColumnElement[Any]]]]

@@ -12,18 +12,16 @@ from typing import Any
 
 from sqlalchemy import (
     Column,
-    Double,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     String,
     Table,
-    Text,
     text,
 )
-from sqlalchemy.dialects import mysql
 from sqlalchemy.engine import Dialect
+
+from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 
 #: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change
 SCHEMA_VERSION = 1
@@ -36,12 +34,6 @@ def _not_postgresql(ddl: Any, target: Any, bind: Any, tables: Any = None, state:
     return dialect.name != "postgresql"
 
 
-# MySQL's BLOB and TEXT stop at 64 KiB: a large payload or a long traceback needs the bigger kinds.
-_Body = LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
-_Error = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
-_Time: Double[float] = Double(asdecimal=False)
-_MYSQL: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mariadb_engine": "InnoDB",
-          "mariadb_charset": "utf8mb4"}
 
 jobs = Table(
     "jobbridge_jobs",
@@ -49,12 +41,12 @@ jobs = Table(
     Column("id", String(36), primary_key=True),
     Column("queue", String(191), nullable=False),
     Column("name", String(191), nullable=False),
-    Column("body", _Body, nullable=False),
+    Column("body", BODY, nullable=False),
     Column("attempts", Integer, nullable=False, default=0),
-    Column("available_at", _Time, nullable=False),
-    Column("created_at", _Time, nullable=False),
+    Column("available_at", TIME, nullable=False),
+    Column("created_at", TIME, nullable=False),
     Column("token", String(36), nullable=True),
-    Column("reserved_until", _Time, nullable=True),
+    Column("reserved_until", TIME, nullable=True),
     # reserve: MariaDB and SQLite treat IS NULL on reserved_until as an equality, so the
     # index hands rows over in claim order; PostgreSQL does not, and would sort every ready
     # row of the queue, so it gets a partial index holding only the unreserved rows.
@@ -65,7 +57,7 @@ jobs = Table(
     # reclaim_expired: only reserved rows have a lease to lapse (partial where the dialect can)
     Index("jobbridge_jobs_lease", "reserved_until", postgresql_where=text("reserved_until IS NOT NULL"),
           sqlite_where=text("reserved_until IS NOT NULL")),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
 
 failed_jobs = Table(
@@ -75,11 +67,11 @@ failed_jobs = Table(
     Column("queue", String(191), nullable=False),
     Column("name", String(191), nullable=False),
     Column("attempts", Integer, nullable=False),
-    Column("error", _Error, nullable=False),
-    Column("failed_at", _Time, nullable=False),
-    Column("body", _Body, nullable=False),
+    Column("error", ERROR_TEXT, nullable=False),
+    Column("failed_at", TIME, nullable=False),
+    Column("body", BODY, nullable=False),
     Index("jobbridge_failed_jobs_failed_at", "failed_at"),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
 
 locks = Table(
@@ -87,14 +79,14 @@ locks = Table(
     metadata,
     Column("key", String(191), primary_key=True),
     Column("owner", String(191), nullable=False),
-    Column("expires_at", _Time, nullable=False),
-    **_MYSQL,
+    Column("expires_at", TIME, nullable=False),
+    **MYSQL_TABLE,
 )
 
 schema_versions = Table(
     "jobbridge_schema",
     metadata,
     Column("version", Integer, primary_key=True, autoincrement=False),
-    Column("applied_at", _Time, nullable=False),
-    **_MYSQL,
+    Column("applied_at", TIME, nullable=False),
+    **MYSQL_TABLE,
 )

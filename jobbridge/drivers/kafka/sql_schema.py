@@ -14,32 +14,23 @@ clock's epoch seconds in DOUBLE columns, never the server's ``NOW()``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from sqlalchemy import (
     BigInteger,
     Column,
-    Double,
     Index,
     Integer,
-    LargeBinary,
     MetaData,
     SmallInteger,
     String,
     Table,
-    Text,
 )
-from sqlalchemy.dialects import mysql
+
+from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 
 metadata = MetaData()
 
 LEASED, DONE = 1, 2
 
-_Body = LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
-_Error = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
-_Time: Double[float] = Double(asdecimal=False)
-_MYSQL: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4", "mariadb_engine": "InnoDB",
-                          "mariadb_charset": "utf8mb4"}
 
 leases = Table(
     "jobbridge_kafka_leases",
@@ -51,14 +42,14 @@ leases = Table(
     Column("queue", String(191), nullable=False),
     Column("state", SmallInteger, nullable=False),
     Column("token", String(36), nullable=True),
-    Column("lease_until", _Time, nullable=True),
+    Column("lease_until", TIME, nullable=True),
     Column("job_id", String(191), nullable=True),
-    Column("body", _Body, nullable=True),
+    Column("body", BODY, nullable=True),
     # reclaim: leased rows by deadline
     Index("jobbridge_kafka_leases_lapse", "scope", "state", "lease_until"),
     # counts: leased rows by queue
     Index("jobbridge_kafka_leases_queue", "scope", "queue", "state"),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
 
 delayed = Table(
@@ -67,13 +58,13 @@ delayed = Table(
     Column("id", String(36), primary_key=True),
     Column("scope", String(191), nullable=False),
     Column("queue", String(191), nullable=False),
-    Column("due", _Time, nullable=False),
+    Column("due", TIME, nullable=False),
     Column("token", String(36), nullable=True),
     Column("job_id", String(191), nullable=False),
-    Column("body", _Body, nullable=False),
+    Column("body", BODY, nullable=False),
     Index("jobbridge_kafka_delayed_due", "scope", "due"),
     Index("jobbridge_kafka_delayed_queue", "scope", "queue", "due"),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
 
 failed = Table(
@@ -84,9 +75,9 @@ failed = Table(
     Column("queue", String(191), nullable=False),
     Column("name", String(191), nullable=False),
     Column("attempts", Integer, nullable=False),
-    Column("error", _Error, nullable=False),
-    Column("failed_at", _Time, nullable=False),
-    Column("body", _Body, nullable=False),
+    Column("error", ERROR_TEXT, nullable=False),
+    Column("failed_at", TIME, nullable=False),
+    Column("body", BODY, nullable=False),
     Index("jobbridge_kafka_failed_at", "scope", "failed_at"),
-    **_MYSQL,
+    **MYSQL_TABLE,
 )
