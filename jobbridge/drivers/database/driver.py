@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import random
 import threading
 import time
 import weakref
@@ -32,7 +31,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.orm import Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -41,7 +39,7 @@ from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.database import failed, migrations
 from jobbridge.drivers.database.claims import ClaimedRow, claim_for
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, SQLITE, build_engine, describe, parse_url
-from jobbridge.drivers.database.failures import DEADLOCK_RETRIES, as_driver_error, is_deadlock, translated
+from jobbridge.drivers.database.failures import translated, write_transaction
 from jobbridge.drivers.database.locks import Locks
 from jobbridge.drivers.database.schema import jobs
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id, undecodable
@@ -116,17 +114,7 @@ class DatabaseDriver:
         A transaction the server killed to break a deadlock (InnoDB's row locks
         between a claim and a reclaim, say) did nothing, so it is run again.
         """
-        for attempt in range(1, DEADLOCK_RETRIES + 1):
-            try:
-                with self.engine.begin() as conn:
-                    return work(conn)
-            except DBAPIError as error:
-                if attempt == DEADLOCK_RETRIES or not is_deadlock(error):
-                    raise as_driver_error(action, error) from error
-                time.sleep(random.uniform(0, 0.005 * attempt))  # so two victims do not meet again
-            except SQLAlchemyError as error:
-                raise as_driver_error(action, error) from error
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return write_transaction(self.engine, action, work)
 
     @contextmanager
     def _read(self, action: str) -> Iterator[Connection]:

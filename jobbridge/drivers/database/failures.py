@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import exc
+from sqlalchemy import Connection, Engine, exc
 
 from jobbridge.errors import DriverError, DriverUnavailable
 
@@ -47,3 +49,25 @@ def is_deadlock(error: exc.DBAPIError) -> bool:
         return True
     args: tuple[Any, ...] = getattr(original, "args", ())
     return bool(args) and args[0] == _MYSQL_DEADLOCK
+
+
+T = TypeVar("T")
+
+
+def write_transaction(engine: Engine, action: str, work: Callable[[Connection], T]) -> T:
+    """Run ``work`` in one transaction that writes, and commit it.
+
+    A transaction the server killed to break a deadlock (InnoDB's row locks
+    between a claim and a reclaim, say) did nothing, so it is run again.
+    """
+    for attempt in range(1, DEADLOCK_RETRIES + 1):
+        try:
+            with engine.begin() as conn:
+                return work(conn)
+        except exc.DBAPIError as error:
+            if attempt == DEADLOCK_RETRIES or not is_deadlock(error):
+                raise as_driver_error(action, error) from error
+            time.sleep(random.uniform(0, 0.005 * attempt))  # so two victims do not meet again
+        except exc.SQLAlchemyError as error:
+            raise as_driver_error(action, error) from error
+    raise AssertionError("unreachable: the last attempt returns or raises")

@@ -10,17 +10,15 @@ a row's condition after waiting for its lock.
 
 from __future__ import annotations
 
-import random
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Insert, and_, case, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
-from jobbridge.drivers.database.failures import DEADLOCK_RETRIES, as_driver_error, is_deadlock
+from jobbridge.drivers.database.failures import as_driver_error, write_transaction
 from jobbridge.drivers.kafka.sql_schema import DONE, LEASED, delayed, failed, leases, metadata
 from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, DelayedCounts, Held, Refresh, Spot
 from jobbridge.envelope import FailedJob
@@ -82,17 +80,7 @@ class SqlLeaseStore:
 
     def _write(self, action: str, work: Callable[[Connection], T]) -> T:
         """``work`` in one transaction; a deadlock victim runs again, other errors become DriverErrors."""
-        for attempt in range(1, DEADLOCK_RETRIES + 1):
-            try:
-                with self.engine.begin() as conn:
-                    return work(conn)
-            except DBAPIError as error:
-                if attempt == DEADLOCK_RETRIES or not is_deadlock(error):
-                    raise as_driver_error(action, error) from error
-                time.sleep(random.uniform(0, 0.005 * attempt))
-            except SQLAlchemyError as error:
-                raise as_driver_error(action, error) from error
-        raise AssertionError("unreachable: the last attempt returns or raises")
+        return write_transaction(self.engine, action, work)
 
     def _read(self, action: str, work: Callable[[Connection], T]) -> T:
         try:
