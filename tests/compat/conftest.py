@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,31 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith(("JOBBRIDGE_", "CELERY_")):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The broker and result backend URLs (and Redis key prefix) a test process and its workers share."""
+    env: dict[str, str] = {}
+    if request.param == "sqlite":
+        env["CELERY_BROKER_URL"] = f"sqla+sqlite:///{tmp_path / 'jobs.sqlite3'}"
+        env["CELERY_RESULT_BACKEND"] = f"db+sqlite:///{tmp_path / 'jobs.sqlite3'}"
+    else:
+        from tests.services import ensure_redis
+
+        env["CELERY_BROKER_URL"] = env["CELERY_RESULT_BACKEND"] = ensure_redis()
+        env["JOBBRIDGE_REDIS_PREFIX"] = f"compat-{uuid.uuid4().hex[:8]}:"
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    yield env
+    if request.param == "redis":
+        import redis
+
+        client = redis.Redis.from_url(env["CELERY_BROKER_URL"])
+        keys = list(client.scan_iter(match=env["JOBBRIDGE_REDIS_PREFIX"] + "*"))
+        if keys:
+            client.delete(*keys)
+        client.close()
 
 
 @pytest.fixture

@@ -11,7 +11,10 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from jobbridge.compat import Celery
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
 DEADLINE = 60.0
@@ -95,3 +98,19 @@ def lifecycle_is_celerys(events: list[list[Any]]) -> None:
     assert [n for n in order if n in end] == end, order
     tasks = [i for i, n in enumerate(order) if n.startswith("task_")]
     assert order.index("worker_ready") < min(tasks) and max(tasks) < order.index("worker_shutting_down")
+
+
+def use(app: Celery) -> Celery:
+    """Make the project's app current and rebuild its JobBridge from this test's store, on the real clock."""
+    from jobbridge.clock import SYSTEM_CLOCK
+
+    app.set_current()
+    app.jobbridge_options(clock=SYSTEM_CLOCK)
+    return app
+
+
+def start(tmp_path: Path, spec: str, store: dict[str, str], *args: str, **env: str) -> Worker:
+    """A worker for the ``store`` fixture's broker and result backend (more variables in ``env``)."""
+    extra = {k: v for k, v in store.items() if k != "CELERY_BROKER_URL"}
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return Worker(tmp_path, spec, store["CELERY_BROKER_URL"], *args, env={**extra, **env})

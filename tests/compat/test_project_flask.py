@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 from jobbridge.compat import Celery
@@ -53,3 +54,24 @@ def test_the_task_runs_directly_in_the_app_context_too(project: Any) -> None:
     load("compat_events").memory.extend([["send_mail"], ["send_mail"]])  # delivery succeeds now
     mail.send_mail("bob@example.com", "Hi", "...")
     assert of(memory_events(), "send_mail")[-1][4] is True
+
+
+def test_the_report_view_shows_progress_then_the_result(project: Any) -> None:
+    views = load("flaskproj.views")
+    seen: list[dict[str, Any]] = []
+    from jobbridge.compat import signals
+
+    def poll(sender: Any = None, **kwargs: Any) -> None:
+        seen.append(views.report_status(body["task_id"]))
+
+    body, status = views.start_report(3)
+    assert status == 202 and views.report_status(body["task_id"])["state"] == "PENDING"
+    signals.task_postrun.connect(poll)
+    try:
+        with patch("time.sleep"):
+            assert project.celery.jobbridge_app().run_pending(["default"]).succeeded == 1
+    finally:
+        signals.task_postrun.disconnect(poll)
+    assert seen == [{"state": "PROGRESS", "done": 3, "total": 3}]
+    assert views.report_status(body["task_id"]) == {
+        "state": "SUCCESS", "result": {"rows": 3, "url": f"/reports/{body['task_id']}.csv"}}

@@ -7,56 +7,14 @@ and the order of Celery's signals from worker_init to worker_shutdown.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from jobbridge.compat import Celery
 
-from jobbridge.clock import SYSTEM_CLOCK
-from tests.services import ensure_redis
-
-from .projects import Worker, lifecycle_is_celerys, load, names, of
+from .projects import lifecycle_is_celerys, load, names, of, start, use
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(params=["sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """The broker URL (and the Redis key prefix) shared by this test process and its worker."""
-    env: dict[str, str] = {}
-    if request.param == "sqlite":
-        env["CELERY_BROKER_URL"] = f"sqla+sqlite:///{tmp_path / 'jobs.sqlite3'}"
-        env["CELERY_RESULT_BACKEND"] = f"db+sqlite:///{tmp_path / 'jobs.sqlite3'}"
-    else:
-        url = ensure_redis()
-        env["CELERY_BROKER_URL"] = env["CELERY_RESULT_BACKEND"] = url
-        env["JOBBRIDGE_REDIS_PREFIX"] = f"compat-{uuid.uuid4().hex[:8]}:"
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    yield env
-    if request.param == "redis":
-        import redis
-
-        client = redis.Redis.from_url(env["CELERY_BROKER_URL"])
-        keys = list(client.scan_iter(match=env["JOBBRIDGE_REDIS_PREFIX"] + "*"))
-        if keys:
-            client.delete(*keys)
-        client.close()
-
-
-def use(app: Celery) -> Celery:
-    """Make the project's app current and rebuild its JobBridge from this test's store, on the real clock."""
-    app.set_current()
-    app.jobbridge_options(clock=SYSTEM_CLOCK)
-    return app
-
-
-def start(tmp_path: Path, spec: str, store: dict[str, str], *args: str) -> Worker:
-    extra = {k: v for k, v in store.items() if k != "CELERY_BROKER_URL"}
-    return Worker(tmp_path, spec, store["CELERY_BROKER_URL"], *args, env=extra)
 
 
 def finished(events: list[list[Any]], task: str) -> bool:

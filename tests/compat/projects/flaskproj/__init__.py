@@ -61,4 +61,4 @@ app.config.update(
 celery = make_celery(app)
 _receivers = connect_receivers(signals, "flaskproj")
 
-from . import mail  # noqa: E402,F401 - registers the tasks
+from . import mail, reports  # noqa: E402,F401 - registers the tasks

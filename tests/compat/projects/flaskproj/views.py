@@ -1,7 +1,26 @@
 from .mail import send_mail
+from .reports import build_report
 
 
 def signup(email):
     """The view: store the user (not shown), then mail them in a second, outside the request."""
     send_mail.apply_async(args=[email, "Welcome!", "Thanks for signing up."], countdown=1)
     return {"status": "ok"}
+
+
+def start_report(rows):
+    """POST /reports: start building it, answer at once with where to poll."""
+    task = build_report.delay(rows)
+    return {"task_id": task.id}, 202
+
+
+def report_status(task_id):
+    """GET /reports/<task_id>: what a progress bar polls."""
+    task = build_report.AsyncResult(task_id)
+    if task.state == "PENDING":
+        return {"state": task.state, "done": 0, "total": None}
+    if task.state == "PROGRESS":
+        return {"state": task.state, "done": task.info.get("done"), "total": task.info.get("total")}
+    if task.state == "SUCCESS":
+        return {"state": task.state, "result": task.info}
+    return {"state": task.state, "error": str(task.info)}
