@@ -78,8 +78,7 @@ class Celery:
         self._finalized = False
         self._task_base: type[Task] | None = None
         self._task_cls: Any = task_cls or Task
-        self.backend = ResultBackend(self)
-        self.control = Control(self)
+        self.backend, self.control = ResultBackend(self), Control(self)
         self.conf = settings.Conf(self._conf_changed)
         self.on_configure = Signal("on_configure", propagate=True)
         self.on_after_configure = Signal("on_after_configure", propagate=True)

@@ -77,7 +77,10 @@ def call_errbacks(app: Celery, request: Request, exc: BaseException, traceback: 
         else:
             by_id.append(errback)
     for errback in by_id:
-        errback.apply_async((request.id,), parent_id=request.id, root_id=request.root_id or request.id)
+        try:
+            errback.apply_async((request.id,), parent_id=request.id, root_id=request.root_id or request.id)
+        except Exception:  # a broken errback must not keep the failure from being recorded
+            log.exception("the errback %r of task %s could not be published", errback, request.id)
 
 
 def _takes_request(app: Celery, errback: Signature) -> bool:

@@ -143,9 +143,12 @@ class Signature(dict[str, Any]):
     def clone(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               **options: Any) -> Signature:
         """A copy, with more partial arguments and options (links are copied, not shared)."""
+        immutable = options.pop("immutable", None)
         made = type(self).from_dict(copy.deepcopy(dict(self)), app=self._app)
         call_args, call_kwargs, call_options = made._merge(args, kwargs, options)
         made["args"], made["kwargs"], made["options"] = call_args, call_kwargs, call_options
+        if immutable is not None:
+            made["immutable"] = bool(immutable)
         return made
 
     def replace(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,

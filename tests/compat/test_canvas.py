@@ -303,3 +303,30 @@ def test_replace_by_a_group_is_refused(app: Celery) -> None:
     result = to_group.delay()
     run(app)
     assert isinstance(result.result, RefusedFeature) and "chord whose body gathers" in str(result.result)
+
+
+def test_a_chords_errback_on_each_header_task_when_the_setting_asks(make_app: Callable[..., Celery]) -> None:
+    app = make_app(result_backend="memory://", task_allow_error_cb_on_chord_header=True)
+    t = Tasks(app)
+    header = [t.fail.s(1), t.add.s(1, 1)]
+    result = chord(header, t.total.s()).on_error(t.record.si("failed")).apply_async()
+    run(app)
+    assert t.of("record") == ["failed", "failed"]  # the header task's copy (made immutable) and the chord's
+    assert result.state == states.FAILURE
+
+
+def test_a_groups_link_is_refused_and_its_revoke_reaches_every_task(app: Celery) -> None:
+    t = Tasks(app)
+    with pytest.raises(RefusedFeature, match="use a chord"):
+        group(t.add.s(1, 1)).apply_async(link=t.record.s())
+    result = group(t.record.s(1), t.record.s(2)).apply_async()
+    result.revoke()
+    run(app)
+    assert t.of("record") == [] and all(r.state == states.REVOKED for r in result.results)
+
+
+def test_a_chains_own_options(app: Celery) -> None:
+    t = Tasks(app)
+    result = chain(t.add.s(1, 1), t.add.s(1)).apply_async(task_id="the-last", link=t.record.s())
+    run(app)
+    assert result.id == "the-last" and result.get(timeout=1) == 3 and t.of("record") == [3]

@@ -340,3 +340,28 @@ def test_result_backend_in_the_environment_overrides_the_setting(
     monkeypatch.setenv("CELERY_RESULT_BACKEND", "memory://")
     app = make_app(result_backend="redis://elsewhere:6379/1")
     assert app.conf.result_backend == "memory://"
+
+
+def test_worker_deduplicate_successful_tasks(make_app: Callable[..., Celery]) -> None:
+    app = make_app(result_backend="memory://", worker_deduplicate_successful_tasks=True)
+    ran: list[int] = []
+
+    @app.task
+    def once() -> int:
+        ran.append(1)
+        return 1
+
+    once.apply_async(task_id="same-id")
+    run(app)
+    once.apply_async(task_id="same-id")  # delivered again: it already succeeded
+    run(app)
+    assert ran == [1]
+
+
+def test_celery_result_module_names_resolve() -> None:
+    from jobbridge.compat import install
+
+    modules = install.build()
+    result = modules["celery.result"]
+    assert {"AsyncResult", "EagerResult", "GroupResult", "ResultSet"} <= set(vars(result))
+    assert {"chain", "group", "chord", "chunks", "maybe_signature"} <= set(vars(modules["celery"]))
