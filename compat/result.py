@@ -15,6 +15,7 @@ setting. ``GroupResult`` and ``ResultSet`` are in compat/groupresult.py.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 #: the longest single wait on the store while ``get(timeout=None)`` waits for ever
 SLICE = 10.0
+log = logging.getLogger("jobbridge.compat")
 
 
 class AsyncResult:
@@ -165,26 +167,31 @@ class AsyncResult:
     wait = get
 
     def _wait(self, timeout: float | None, on_interval: Callable[[], Any] | None) -> ResultRecord:
+        """Wait on the store in slices until the record is ready; TimeoutError once ``timeout`` passes.
+
+        A store that cannot be reached meanwhile (a Redis restart) is tried again until the
+        deadline; only the first read fails at once, so a misconfigured store says so.
+        """
         deadline = None if timeout is None else time.monotonic() + float(timeout)
-        while True:
-            found = self._record()
-            if found is not None and found.state in states.READY_STATES:
-                return found
+        found, unreachable = self._record(), None
+        while found is None or found.state not in states.READY_STATES:
             left = SLICE if deadline is None else deadline - time.monotonic()
             if left <= 0:
+                why = (f"the result store could not be reached ({unreachable})" if unreachable is not None else
+                       f"its state is {found.state if found else states.PENDING}")
                 raise TimeoutError(f"The operation timed out: task {self.id} did not finish within {timeout}s "
-                                   f"(its state is {found.state if found else states.PENDING})")
+                                   f"({why})") from unreachable
             try:
-                found = self.backend.wait(self.id, min(left, SLICE))
+                found, unreachable = self.backend.wait(self.id, min(left, SLICE)), None
             except DriverError as exc:
-                if deadline is None or time.monotonic() < deadline:
-                    raise
-                raise TimeoutError(f"The operation timed out: the result store could not be reached while "
-                                   f"waiting for task {self.id} ({exc})") from exc
-            if found is not None and found.state in states.READY_STATES:
-                self._ready_record = found
+                unreachable = exc
+                log.warning("waiting for task %s: the result store cannot be reached (%s); trying again",
+                            self.id, exc)
+                time.sleep(min(1.0, max(0.0, deadline - time.monotonic() if deadline else 1.0)))
             if on_interval is not None:
                 on_interval()
+        self._ready_record = found
+        return found
 
     def _raise_failed_parent(self) -> None:
         node = self.parent

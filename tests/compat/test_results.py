@@ -365,3 +365,31 @@ def test_celery_result_module_names_resolve() -> None:
     result = modules["celery.result"]
     assert {"AsyncResult", "EagerResult", "GroupResult", "ResultSet"} <= set(vars(result))
     assert {"chain", "group", "chord", "chunks", "maybe_signature"} <= set(vars(modules["celery"]))
+
+
+def test_get_rides_out_a_store_that_cannot_be_reached_for_a_while(
+        app: Celery, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jobbridge.errors import DriverUnavailable
+
+    @app.task
+    def one() -> int:
+        return 1
+
+    result = one.delay()
+    run(app)
+    real_wait, calls = app.backend.wait, []
+
+    def flaky_wait(task_id: str, timeout: float) -> Any:
+        calls.append(task_id)
+        if len(calls) == 1:
+            raise DriverUnavailable("connection refused (the store restarts)")
+        return real_wait(task_id, timeout)
+
+    monkeypatch.setattr(app.backend, "wait", flaky_wait)
+    monkeypatch.setattr(AsyncResult, "_record", lambda self: None)  # nothing read yet: go to the wait
+    assert result.get(timeout=10) == 1 and len(calls) == 2
+    calls.clear()
+    monkeypatch.setattr(app.backend, "wait", lambda task_id, timeout: (_ for _ in ()).throw(
+        DriverUnavailable("still down")))
+    with pytest.raises(TimeoutError, match="could not be reached"):
+        result.get(timeout=0.5)
