@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .exceptions import RefusedFeature
+from .exceptions import RefusedFeature, ResultsNotEnabled
 
 if TYPE_CHECKING:
     from .app import Celery
@@ -38,8 +38,14 @@ class Control:
             raise RefusedFeature("revoke(destination=...) is refused: a revoke is kept in the result store, "
                                  "where every worker sees it; it cannot be aimed at one worker")
         ids = [task_id] if isinstance(task_id, str) else [str(i) for i in task_id]
+        bridge = self.app.jobbridge_app()
+        if bridge.results is None:
+            raise ResultsNotEnabled(
+                f"revoke() keeps revokes in a store every worker reads, and this app has none: its broker's "
+                f"{bridge.settings.connection().driver} driver keeps no results. Set result_backend to a redis:// "
+                "or db+<database URL> store")
         if ids:
-            self.app.jobbridge_app().cancel(ids, terminate=bool(terminate))
+            bridge.cancel(ids, terminate=bool(terminate))
 
     def terminate(self, task_id: str | Sequence[str], destination: Any = None, signal: Any = None,
                   **kwargs: Any) -> None:
