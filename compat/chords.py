@@ -79,6 +79,7 @@ class chord(_Canvas):
         if body is None:
             raise TypeError("a chord needs a body: chord(header, body), or chord(header)(body)")
         options = {**self.options, **options}
+        task_id = task_id or options.pop("task_id", None)  # the chord's id is its body's, never its header's
         if self._eager():
             return self.apply(args, kwargs, body=body, task_id=task_id, **options)
         backend = self.app.backend
@@ -127,7 +128,7 @@ class chord(_Canvas):
         body = self.body
         if body is None:
             raise TypeError("a chord needs a body to be frozen")
-        result = body.freeze(_id, group_id, chord, root_id, parent_id, group_index)
+        result = body.freeze(_id or self.options.get("task_id"), group_id, chord, root_id, parent_id, group_index)
         self._set_body(body)
         return result
 
@@ -154,12 +155,20 @@ class chord(_Canvas):
 
 def _carry(body: Signature, options: dict[str, Any]) -> None:
     """What follows the chord (a chain's later steps, its membership of an outer group) goes on the body."""
-    for key in ("chain", "group_id", "group_index", "chord", "link"):
+    for key in ("chain", "group_id", "group_index", "chord"):
         value = options.pop(key, None)
-        if value:
+        if value is not None:
             body.set(**{key: value})
-    for errback in options.pop("link_error", None) or []:
+    for callback in _listed(options.pop("link", None)):
+        body.link(callback)
+    for errback in _listed(options.pop("link_error", None)):
         body.link_error(errback)
+
+
+def _listed(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 class _Map(_Canvas):

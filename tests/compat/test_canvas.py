@@ -330,3 +330,12 @@ def test_a_chains_own_options(app: Celery) -> None:
     result = chain(t.add.s(1, 1), t.add.s(1)).apply_async(task_id="the-last", link=t.record.s())
     run(app)
     assert result.id == "the-last" and result.get(timeout=1) == 3 and t.of("record") == [3]
+
+
+def test_a_chord_as_the_last_step_of_a_chain_takes_the_chains_id(app: Celery) -> None:
+    t = Tasks(app)
+    flow = chain(t.add.s(1, 1), chord([t.add.s(1), t.add.s(2)], t.total.s()))
+    result = flow.apply_async(task_id="chain-end", link=t.record.s())
+    run(app)
+    assert result.id == "chain-end" and result.get(timeout=1) == 7 and t.of("record") == [7]
+    assert t.of("total") == [[3, 4]]
