@@ -104,6 +104,8 @@ class chain(_Canvas):
         steps = self._steps()
         if not steps:
             raise ValueError("an empty chain has nothing to run")
+        if any(step.subtask_type in ("group", "chord", "chunks") for step in steps):
+            self.app.backend.require("a chain with a group or a chord in it")  # say so now, not in a worker
         _attach(steps, options)
         results = [step.freeze() for step in steps]
         for before, after in itertools.pairwise(results):

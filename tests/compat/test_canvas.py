@@ -188,6 +188,8 @@ def test_groups_and_chords_need_a_result_backend(make_app: Callable[..., Celery]
         group(t.add.s(1, 1)).apply_async()
     with pytest.raises(ResultsNotEnabled, match=r"a chord needs a result backend.*result_backend"):
         chord([t.add.s(1, 1)], t.total.s()).apply_async()
+    with pytest.raises(ResultsNotEnabled, match="a chain with a group or a chord in it"):
+        chain(t.add.s(1, 1), group(t.add.s(1), t.add.s(2))).apply_async()
     assert app.jobbridge_app().driver().pending_count("celery") == 0
 
 
