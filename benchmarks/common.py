@@ -1,4 +1,4 @@
-"""What every benchmark shares: the probe server, worker subprocesses, the measurements, the tables.
+"""What every benchmark shares: the probe server (jobs that ran, latency stamps) and the measurements.
 
 A library takes part through a `Runner` (one module per library in this
 package). The harness drives every runner through the same steps, so the
@@ -17,45 +17,59 @@ import contextlib
 import os
 import random
 import selectors
-import signal
+import shutil
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
+from benchmarks.probe import create_counters, total
 from benchmarks.report import LatencyRow, Row
+from benchmarks.workers import ROOT, WorkerGroup, child_env, venv_bin
 
-ROOT = Path(__file__).resolve().parent.parent
-LOG_DIR = Path(tempfile.gettempdir()) / "jb-bench-logs"
+__all__ = ["ROOT", "LatencyRow", "Options", "ProbeServer", "Row", "Runner", "WorkerGroup", "child_env",
+           "measure_latency", "run_library", "timed_enqueue_batch", "timed_enqueue_single", "timed_processing",
+           "venv_bin"]
 
 
 # -- the probe: how jobs report that they ran ------------------------------------------------
 
 
 class ProbeServer:
-    """Counts no-op jobs and collects latency stamps sent by `benchmarks.probe` from any worker."""
+    """Counts the no-op jobs that ran and collects latency stamps, from any library's workers.
+
+    Hits are read from the shared counter file that `benchmarks.probe.hit` adds to
+    (polled every millisecond or two, which is the timing's resolution); stamps
+    arrive on a TCP listener.
+    """
+
+    POLL = 0.002
 
     def __init__(self) -> None:
         self._listener = socket.create_server(("127.0.0.1", 0), backlog=256)
         self._listener.setblocking(False)
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        self._dir = tempfile.mkdtemp(prefix="jb-bench-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+        self.counts_path = os.path.join(self._dir, "counts")
+        self._counts = create_counters(self.counts_path)
         self._cond = threading.Condition()
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ, None)
         self._stopping = False
         self.reset()
-        self._thread = threading.Thread(target=self._serve, name="bench-probe", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._serve, name="bench-probe", daemon=True),
+                         threading.Thread(target=self._count, name="bench-counts", daemon=True)]
+        for thread in self._threads:
+            thread.start()
 
     def reset(self) -> None:
-        """Forget every hit and stamp (between measurements)."""
+        """Forget every hit and stamp (between measurements; the previous workers are gone)."""
         with self._cond:
+            for slot in range(1, self._counts[0] + 1):  # slots stay taken: a slot is never shared
+                self._counts[slot] = 0
             self.hits = 0
             self.first_hit_at: float | None = None
             self.target = 0
@@ -74,6 +88,21 @@ class ProbeServer:
     def wait_stamps(self, count: int, timeout: float) -> bool:
         with self._cond:
             return self._cond.wait_for(lambda: len(self.stamps) >= count, timeout)
+
+    def _count(self) -> None:
+        while not self._stopping:
+            time.sleep(self.POLL)
+            with self._cond:  # under the lock: a reset between the read and the update would be undone
+                hits = total(self._counts)
+                if hits == self.hits:
+                    continue
+                now = time.monotonic()
+                if self.hits == 0:
+                    self.first_hit_at = now
+                self.hits = hits
+                if self.target and self.target_at is None and hits >= self.target:
+                    self.target_at = now
+                self._cond.notify_all()
 
     def _serve(self) -> None:
         pending: dict[socket.socket, bytes] = {}
@@ -101,128 +130,23 @@ class ProbeServer:
                 pending[sock] = self._consume(pending.pop(sock, b"") + chunk)
 
     def _consume(self, data: bytes) -> bytes:
-        """Count the dots, parse complete ``L<t0> <t1>`` lines; return an unfinished line's bytes."""
-        hits, stamps = 0, []
-        while data:
-            mark = data.find(b"L")
-            if mark < 0:
-                hits += len(data)
-                data = b""
-                break
-            hits += mark
-            end = data.find(b"\n", mark)
-            if end < 0:
-                data = data[mark:]
-                break
-            t0, t1 = data[mark + 1:end].split()
+        """Parse complete ``L<t0> <t1>`` lines; return an unfinished line's bytes."""
+        stamps = []
+        while (end := data.find(b"\n")) >= 0:
+            t0, t1 = data[1:end].split()
             stamps.append((float(t0), float(t1)))
             data = data[end + 1:]
-        now = time.monotonic()
         with self._cond:
-            if hits:
-                if self.hits == 0:
-                    self.first_hit_at = now
-                self.hits += hits
-                if self.target and self.target_at is None and self.hits >= self.target:
-                    self.target_at = now
             self.stamps.extend(stamps)
             self._cond.notify_all()
         return data
 
     def close(self) -> None:
         self._stopping = True
-        self._thread.join(timeout=2)
+        for thread in self._threads:
+            thread.join(timeout=2)
         self._listener.close()
-
-
-# -- worker subprocesses -----------------------------------------------------------------------
-
-
-def child_env(probe: ProbeServer | None = None, **extra: str) -> dict[str, str]:
-    """The environment a worker subprocess gets: the repo importable, the probe address, no stray config."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JOBBRIDGE_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    if probe is not None:
-        env["JB_BENCH_PROBE"] = probe.address
-    env.update(extra)
-    return env
-
-
-def venv_bin(name: str) -> str:
-    """A console script of the interpreter running the harness (celery, rq, jobbridge, ...)."""
-    return str(Path(sys.executable).parent / name)
-
-
-class WorkerGroup:
-    """One or more worker OS processes, each started in its own session so the whole tree can be stopped."""
-
-    def __init__(self, label: str, commands: Sequence[Sequence[str]], env: dict[str, str]) -> None:
-        self.label = label
-        self.commands = [list(c) for c in commands]
-        self.env = env
-        self.procs: list[subprocess.Popen[bytes]] = []
-        LOG_DIR.mkdir(parents=True, exist_ok=True)
-        slug = "".join(ch if ch.isalnum() else "-" for ch in label)
-        self.log = LOG_DIR / f"{slug}-{os.getpid()}.log"
-
-    def start(self) -> None:
-        with self.log.open("wb") as out:
-            for cmd in self.commands:
-                self.procs.append(subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=out,
-                                                   stderr=subprocess.STDOUT, start_new_session=True))
-
-    def exited(self) -> int | None:
-        """The exit code of the first process that has ended, if any has."""
-        for proc in self.procs:
-            if proc.poll() is not None:
-                return proc.returncode
-        return None
-
-    def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM to each process group we started, then SIGKILL whatever is left after ``grace``."""
-        for proc in self.procs:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for proc in self.procs:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)  # the group: prefork children too
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=5)
-
-    def cpu_seconds(self) -> float:
-        """User + system CPU used so far by every process in the sessions started here.
-
-        Read from /proc: a session holds the worker, its prefork children, a
-        supervisor's children (their own process groups, the same session) and,
-        through cutime/cstime, children already reaped (RQ's work horses). CPU
-        time is what stays meaningful when other work shares the machine.
-        """
-        sessions = {proc.pid for proc in self.procs}
-        ticks = 0
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry.name}/stat") as stat:
-                    data = stat.read()
-            except OSError:
-                continue
-            fields = data[data.rindex(")") + 2:].split()  # fields[0] is field 3 (state) of proc(5)
-            if int(fields[3]) in sessions:  # field 6: session
-                ticks += sum(int(v) for v in fields[11:15])  # fields 14-17: utime stime cutime cstime
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-    def tail(self, lines: int = 6) -> str:
-        try:
-            text = self.log.read_text(errors="replace").strip().splitlines()
-        except OSError:
-            return ""
-        return " | ".join(line.strip() for line in text[-lines:])
+        shutil.rmtree(self._dir, ignore_errors=True)
 
 
 class Runner(Protocol):
