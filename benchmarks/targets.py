@@ -25,6 +25,8 @@ class Target:
         """One line: the target, the figure measured, and whether it was met."""
         value = self._value(self.library, rows, latency)
         goal = (f">= {self.at_least:,g}" if self.at_least is not None else f"<= {self.at_most:,g}")
+        if self.key.startswith("latency") and self.at_most is not None:
+            goal = f"< {self.at_most * 1000:g} ms"
         if self.times is not None:
             peer = self._value(self.times, rows, latency)
             if value is None or not peer:
@@ -37,8 +39,6 @@ class Target:
             return f"  target {self.label} {goal}: not measured"
         met = (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
         shown = f"{value * 1000:.2f} ms" if self.key.startswith("latency") else f"{value:,.0f} jobs/s"
-        if self.key.startswith("latency") and self.at_most is not None:
-            goal = f"< {self.at_most * 1000:g} ms"
         return f"  target {self.label} {goal}: {shown}: {'met' if met else 'MISSED'}"
 
     def _value(self, library: str, rows: Sequence[Row], latency: Sequence[LatencyRow]) -> float | None:
