@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 #: the longest single wait on the store while ``get(timeout=None)`` waits for ever
 SLICE = 10.0
+#: ``info``, ``result`` and ``traceback`` read this soon after ``state`` describe the record ``state`` read
+PAIRED = 1.0
 log = logging.getLogger("jobbridge.compat")
 
 
@@ -47,6 +49,7 @@ class AsyncResult:
         self._app = app
         self.parent = parent
         self._ready_record: ResultRecord | None = None
+        self._state_read: tuple[float, ResultRecord | None] | None = None
 
     @property
     def app(self) -> Celery:
@@ -96,25 +99,36 @@ class AsyncResult:
             self._ready_record = found
         return found
 
+    def _paired(self) -> ResultRecord | None:
+        """The record ``state`` read less than `PAIRED` seconds ago, else a fresh one.
+
+        So a view reading ``state`` then ``info`` describes one record, never the state of
+        one moment and the value of the next (PROGRESS with the SUCCESS return value).
+        """
+        if self._state_read is not None and time.monotonic() - self._state_read[0] < PAIRED:
+            return self._state_read[1]
+        return self._record()
+
     def _get_task_meta(self) -> dict[str, Any]:
         return meta_of(self.id, self._record())
 
     @property
     def state(self) -> str:
         found = self._record()
+        self._state_read = (time.monotonic(), found)
         return found.state if found is not None else states.PENDING
 
     status = state
 
     @property
     def result(self) -> Any:
-        return info_of(self._record())
+        return info_of(self._paired())
 
     info = result
 
     @property
     def traceback(self) -> str | None:
-        found = self._record()
+        found = self._paired()
         return found.traceback if found is not None else None
 
     @property
@@ -214,7 +228,7 @@ class AsyncResult:
 
     def forget(self) -> None:
         """Drop the stored result now."""
-        self._ready_record = None
+        self._ready_record = self._state_read = None
         self.backend.forget(self.id)
 
     def revoke(self, connection: Any = None, terminate: bool = False, signal: Any = None,

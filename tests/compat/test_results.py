@@ -393,3 +393,18 @@ def test_get_rides_out_a_store_that_cannot_be_reached_for_a_while(
         DriverUnavailable("still down")))
     with pytest.raises(TimeoutError, match="could not be reached"):
         result.get(timeout=0.5)
+
+
+def test_info_read_right_after_state_describes_the_same_record(app: Celery) -> None:
+    @app.task(bind=True)
+    def step(self: Task) -> str:
+        self.update_state(state="PROGRESS", meta={"done": 1})
+        poll = app.AsyncResult(self.request.id)
+        assert poll.state == "PROGRESS"
+        self.update_state(state="PROGRESS", meta={"done": 2})
+        assert poll.info == {"done": 1}  # what state read, not what came after
+        return "ok"
+
+    result = step.delay()
+    run(app)
+    assert result.get(timeout=1) == "ok"

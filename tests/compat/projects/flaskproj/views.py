@@ -17,10 +17,11 @@ def start_report(rows):
 def report_status(task_id):
     """GET /reports/<task_id>: what a progress bar polls."""
     task = build_report.AsyncResult(task_id)
-    if task.state == "PENDING":
-        return {"state": task.state, "done": 0, "total": None}
-    if task.state == "PROGRESS":
-        return {"state": task.state, "done": task.info.get("done"), "total": task.info.get("total")}
-    if task.state == "SUCCESS":
-        return {"state": task.state, "result": task.info}
-    return {"state": task.state, "error": str(task.info)}
+    state = task.state
+    if state == "PENDING":
+        return {"state": state, "done": 0, "total": None}
+    if state == "PROGRESS":
+        return {"state": state, "done": task.info.get("done"), "total": task.info.get("total")}
+    if state == "SUCCESS":
+        return {"state": state, "result": task.info}
+    return {"state": state, "error": str(task.info)}
