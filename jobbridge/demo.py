@@ -16,6 +16,7 @@ normally and a watcher thread stops it once the store holds nothing pending
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 import threading
 import time
@@ -303,5 +304,17 @@ class _Printer:
         self("  the summary adds up" if result.adds_up else "  THE SUMMARY DOES NOT ADD UP: see the figures above")
         self("")
         self("Look at the failed job, and at the store's counts, with:")
-        self(f"  JOBBRIDGE_DATABASE_URL={url} jobbridge failed")
-        self(f"  JOBBRIDGE_DATABASE_URL={url} jobbridge status")
+        command = _command()
+        self(f"  JOBBRIDGE_DATABASE_URL={url} {command} failed")
+        self(f"  JOBBRIDGE_DATABASE_URL={url} {command} status")
+
+
+def _command() -> str:
+    """How to run ``jobbridge`` from here: the bare name when it is on PATH, else its path in this venv."""
+    beside = Path(sys.executable).parent / "jobbridge"
+    if shutil.which("jobbridge") == str(beside) or not beside.exists():
+        return "jobbridge"
+    try:
+        return str(beside.relative_to(Path.cwd()))
+    except ValueError:
+        return str(beside)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 from jobbridge.backoff import DEFAULT_BACKOFF, Backoff
 from jobbridge.errors import JobDefinitionError
@@ -52,6 +52,7 @@ class JobOptions:
             raise JobDefinitionError(f"job {self.name!r}: queue must be a non-empty name")
 
 
+@dataclass_transform()
 class Job:
     """Base class for jobs; options are class keywords (``class X(Job, name="x", tries=5)``).
 
@@ -117,6 +118,7 @@ class Job:
 J = TypeVar("J")
 
 
+@dataclass_transform()
 def job(
     name: str | None = None,
     *,
