@@ -68,6 +68,7 @@ class TaskFailed(FailJob):
     def of(cls, exc: BaseException, message: str | None = None) -> TaskFailed:
         failed = cls(f"{qualified(exc)}: {exc if message is None else message}")
         failed.__cause__ = exc
+        failed.stands_for_cause = message is None  # the core stores the task's own exception
         return failed
 
 

@@ -33,6 +33,13 @@ Middleware = Callable[[JobContext, CallNext], Any]
 log = logging.getLogger("jobbridge.job")
 
 
+def shown(exc: BaseException) -> BaseException:
+    """The failure to store: the cause, for a `FailJob` / `ReleaseJob` that only carries it."""
+    if getattr(exc, "stands_for_cause", False) and exc.__cause__ is not None:
+        return exc.__cause__
+    return exc
+
+
 def describe(exc: BaseException) -> str:
     """The stored error: ``Type: message`` on the first line, then the traceback."""
     head = f"{type(exc).__name__}: {exc}"
@@ -219,6 +226,7 @@ class Executor:
 
     def _release(self, ctx: JobContext, res: Reservation, exc: BaseException, delay: float,
                  start: float) -> Outcome:
+        exc = shown(exc)
         error = describe(exc)
         outcome = Outcome(res, "release", "released", delay=max(0.0, delay), error=error, exception=exc,
                           duration_ms=_ms(start))
@@ -233,6 +241,7 @@ class Executor:
                 self.loop.run(result, ctx.timeout)
         except Exception:
             log.exception("failed() of %s %s raised; the job is stored as failed all the same", ctx.name, ctx.id)
+        exc = shown(exc)
         error = describe(exc)
         outcome = Outcome(res, "fail", "failed", error=error, exception=exc, duration_ms=_ms(start))
         signals.send(signals.job_failed, type(ctx.job), ctx=ctx, error=error, exception=exc)

@@ -29,6 +29,9 @@ class ReleaseJob(Exception):
     It is released even when its tries are used up; the caller decided.
     """
 
+    #: store the ``__cause__`` as the attempt's error, not this exception (see `FailJob`)
+    stands_for_cause = False
+
     def __init__(self, delay: float = 0.0, reason: str = "released by the job") -> None:
         super().__init__(reason)
         self.delay = delay
@@ -36,6 +39,10 @@ class ReleaseJob(Exception):
 
 class FailJob(Exception):
     """Raise in a job to give up now: no further attempts, ``failed()`` runs, the job is stored as failed."""
+
+    #: a subclass that only carries another failure (its ``__cause__``) sets this, so the failed
+    #: store and the result store keep that failure's type, message and traceback
+    stands_for_cause = False
 
 
 class AcknowledgeJob(Exception):

@@ -24,7 +24,7 @@ def test_the_demo_drains_and_its_summary_adds_up(tmp_path: Path) -> None:
     assert result.duplicate_dropped
     text = out.getvalue()
     assert "second -> None" in text
-    assert f"JOBBRIDGE_DATABASE_URL=sqlite:///{file.resolve()} jobbridge failed" in text
+    assert f"JOBBRIDGE_DATABASE_URL=sqlite:///{file.resolve()} {demo._command()} failed" in text
     assert "the summary adds up" in text
 
 

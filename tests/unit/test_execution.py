@@ -192,3 +192,23 @@ def test_scoped_bindings_are_flushed_between_jobs(bridge: JobBridge) -> None:
             res = bridge.driver().reserve(["mail"], 1)
         Executor.settle(bridge.driver(), [executor.run(res[0])])
     assert len(made) == 2 and all(s.closed for s in made)  # type: ignore[attr-defined]
+
+
+def test_a_failjob_that_stands_for_its_cause_stores_that_error(bridge: JobBridge) -> None:
+    from jobbridge import FailJob, Job
+
+    class Carrier(FailJob):
+        stands_for_cause = True
+
+    class Wraps(Job, name="tests.wraps", tries=1):
+        def handle(self, ctx: JobContext) -> None:
+            try:
+                {}["missing"]
+            except KeyError as exc:
+                raise Carrier("gave up") from exc
+
+    bridge.register(Wraps)
+    bridge.dispatch(Wraps())
+    assert bridge.run_pending().failed == 1
+    (failed,) = bridge.driver().failed_jobs()
+    assert failed.error.startswith("KeyError: 'missing'")
