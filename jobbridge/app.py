@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from jobbridge import drivers, payload, signals
@@ -28,7 +29,6 @@ from jobbridge.registry import JobRegistry
 from jobbridge.results.base import ResultRecord, ResultStore
 from jobbridge.settings import Settings
 from jobbridge.tracking import ResultTracker
-from jobbridge.transactions import defer_until_commit, on_rollback
 
 log = logging.getLogger("jobbridge.dispatch")
 Delay = float | int | timedelta
@@ -218,7 +218,8 @@ class JobBridge:
         if transaction is not None and not joins:
             for env in kept:
                 if env.unique_key is not None:
-                    on_rollback(transaction, functools.partial(driver.release_lock, env.unique_key, env.id))
+                    transactions().on_rollback(
+                        transaction, functools.partial(driver.release_lock, env.unique_key, env.id))
         if kept:
             self._store(driver, conn, kept, transaction)
         ids = {env.id for env in kept}
@@ -252,7 +253,7 @@ class JobBridge:
                 driver.push(envs)
                 announce()
 
-            defer_until_commit(transaction, later, lambda: None)
+            transactions().defer_until_commit(transaction, later, lambda: None)
 
     def _class_of(self, env: Envelope) -> type | None:
         return self.registry.get(env.name) if env.name in self.registry else None
@@ -331,3 +332,11 @@ def _available_at(now: float, delay: Delay | None, at: datetime | None) -> float
     if seconds < 0:
         raise ValueError(f"delay must not be negative, got {seconds}")
     return now + seconds
+
+
+def transactions() -> ModuleType:
+    """`jobbridge.transactions`, imported when a dispatch first names a transaction: it needs
+    SQLAlchemy's ORM, which a worker on redis or sqs never loads otherwise."""
+    import jobbridge.transactions
+
+    return jobbridge.transactions

@@ -14,12 +14,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from jobbridge import payload
-from jobbridge.app import JobBridge
+from jobbridge.app import JobBridge, transactions
 from jobbridge.envelope import Envelope
 from jobbridge.job import options_of
 from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
-from jobbridge.transactions import defer_until_commit
 
 
 class QueueFake(JobBridge):
@@ -45,7 +44,8 @@ class QueueFake(JobBridge):
         if transaction is None:
             self._record(conn, kept)
         else:
-            defer_until_commit(transaction, lambda: self._record(conn, kept), lambda: self._forget(kept))
+            transactions().defer_until_commit(
+                transaction, lambda: self._record(conn, kept), lambda: self._forget(kept))
         ids = {e.id for e in kept}
         return [e.id if e.id in ids else None for e in envelopes]
 

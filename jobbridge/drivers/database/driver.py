@@ -31,7 +31,6 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.orm import Session, scoped_session
 from sqlalchemy.sql.elements import ColumnElement
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
@@ -151,6 +150,9 @@ class DatabaseDriver:
 
     def _joined(self, transaction: object) -> Connection:
         """The caller's connection, checked to be on this driver's kind of database."""
+        # imported here: only a transactional dispatch needs the ORM, and a worker never does
+        from sqlalchemy.orm import Session, scoped_session
+
         if isinstance(transaction, Session | scoped_session):
             conn = transaction.connection()
         elif isinstance(transaction, Connection):
