@@ -51,8 +51,8 @@ _NO_CONTROL = "jobbridge has no remote control or Celery events: workers are wat
 _EVENTS = "remove it; to watch workers use jobbridge status, and to react to tasks use the signals"
 _PRIORITY = ("jobbridge orders work by queue, not by message priority: route urgent tasks to a queue the "
              "worker lists first (apply_async(queue='high'); jobbridge worker -Q high,celery)")
-_RATE = ("rate limits are per task here: set rate_limit on the task decorator; a worker-wide default "
-         "would be applied nowhere")
+_RATE = ("rate limits are not provided: give a rate-limited task a queue of its own (queue='slow') and "
+         "run that queue with few threads (jobbridge worker -Q slow -c 1)")
 _BEAT = ("remove it: jobbridge has no beat scheduler yet; run periodic work from cron or a systemd "
          "timer that calls task.delay()")
 _SECURITY = ("remove it: message signing is not provided; restrict who may write to the store "
@@ -225,7 +225,7 @@ _add(Rule("refuse", "a worker-wide default rate limit is not provided", _RATE, _
 task_default_rate_limit CELERY_DEFAULT_RATE_LIMIT
 """)
 _add(Rule("refuse", "annotations are not provided",
-          "write the options on the task: @app.task(rate_limit=..., max_retries=...)", _empty), """
+          "write the options on the task: @app.task(max_retries=..., time_limit=...)", _empty), """
 task_annotations CELERY_ANNOTATIONS
 """)
 _add(Rule("refuse", "jobbridge has no beat scheduler", _BEAT, _empty), """
