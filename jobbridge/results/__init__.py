@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobbridge.clock import Clock
+from jobbridge.drivers import SCHEMES as DRIVER_SCHEMES
 from jobbridge.errors import ConfigurationError
 from jobbridge.results.base import (
     DEFAULT_TTL,
@@ -40,17 +41,8 @@ __all__ = [
     "ResultEncodeError", "ResultRecord", "ResultStore", "UnknownCounter", "open_store",
 ]
 
-#: URL scheme -> backend
-SCHEMES: dict[str, str] = {
-    "memory": "memory",
-    "sqlite": "database",
-    "postgresql": "database",
-    "postgres": "database",
-    "mysql": "database",
-    "mariadb": "database",
-    "redis": "redis",
-    "rediss": "redis",
-}
+#: URL scheme -> backend: the drivers' own schemes, for the stores that can hold results
+SCHEMES: dict[str, str] = {s: d for s, d in DRIVER_SCHEMES.items() if d in ("memory", "database", "redis")}
 
 
 def open_store(url: str, *, clock: Clock, prefix: str = "jobbridge:", **options: Any) -> ResultStore:
