@@ -7,6 +7,7 @@ composed once. Nothing here reserves or loops; `jobbridge.worker` does that.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import threading
@@ -84,10 +85,21 @@ class EventLoop:
             return self._loop
 
     def close(self) -> None:
+        """Cancel what still runs on the loop (an abandoned attempt), then stop it."""
         with self._lock:
-            if self._loop is not None:
-                self._loop.call_soon_threadsafe(self._loop.stop)
-                self._loop = None
+            loop, self._loop = self._loop, None
+        if loop is None:
+            return
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(cancel_the_rest(), loop).result(timeout=2)
+        loop.call_soon_threadsafe(loop.stop)
 
 
 class Executor:
@@ -112,6 +124,7 @@ class Executor:
         self.tracker = tracker
         self.cancelled_ids: set[str] = set()
         self._running: dict[str, Future[Any] | None] = {}
+        self._doomed: set[str] = set()  # terminated before their attempt could be stopped
         self._guard = threading.Lock()
         self._middleware: tuple[Middleware, ...] = (*middleware, self._timeout)
 
@@ -161,6 +174,7 @@ class Executor:
         finally:
             with self._guard:
                 self._running.pop(env.id, None)
+                self._doomed.discard(env.id)
         outcome = Outcome(res, "acknowledge", "succeeded", duration_ms=_ms(start))
         signals.send(signals.job_processed, cls, ctx=ctx, envelope=env, duration_ms=outcome.duration_ms)
         return self._finish(outcome, ctx, value)
@@ -182,6 +196,10 @@ class Executor:
         if inspect.iscoroutinefunction(type(ctx.job).handle):
             return call_next()
         with self.watchdog.watch(ctx.timeout, ctx.id):
+            with self._guard:
+                doomed = ctx.id in self._doomed
+            if doomed:
+                raise JobCancelled("the job was cancelled while starting (terminate=True)")
             return call_next()
 
     def _invoke(self, ctx: JobContext) -> Any:
@@ -194,6 +212,9 @@ class Executor:
         with self._guard:
             if job_id in self._running:
                 self._running[job_id] = future
+            doomed = job_id in self._doomed
+        if doomed:
+            future.cancel()
 
     # -- cancellation ------------------------------------------------------------------------
 
@@ -218,9 +239,13 @@ class Executor:
             if job_id not in self._running:
                 return False
             future = self._running[job_id]
+            # Between "running" and "stoppable" (its watch or its future not yet in place) the
+            # request is remembered, and applied the moment the attempt can be stopped.
+            self._doomed.add(job_id)
         if future is not None:
             return future.cancel()
-        return self.watchdog.interrupt(job_id)
+        self.watchdog.interrupt(job_id)
+        return True
 
     # -- the decisions -----------------------------------------------------------------------
 
