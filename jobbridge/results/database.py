@@ -28,7 +28,7 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Row, String, any_, bindparam, delete, select, text, update
 from sqlalchemy.dialects import postgresql
@@ -45,7 +45,7 @@ from jobbridge.results.base import (
     decode_json,
     encode_json,
 )
-from jobbridge.results.listen import CHANNEL, NotifyListener, Wakeups
+from jobbridge.results.listen import CHANNEL, Wakeups
 from jobbridge.results.tables import (
     cancelled,
     counters,
@@ -66,6 +66,10 @@ MAX_POLL = 0.5
 PG_SAFETY_POLL = 5.0
 #: ids per ``IN (...)``: one round trip for any ordinary batch, far below every dialect's bind limit
 CHUNK = 500
+
+
+if TYPE_CHECKING:
+    from jobbridge.drivers.database.listen import ListenThread
 
 log = logging.getLogger("jobbridge.results")
 
@@ -103,7 +107,7 @@ class DatabaseResultStore:
         self._store_counter = store_counter(self.dialect)
         self._add_member = insert_unless_present(self.dialect, counters)
         self._wakeups = Wakeups()
-        self._listener: NotifyListener | None = None
+        self._listener: ListenThread | None = None
         self._listener_lock = threading.Lock()
         _reset_after_fork(self)
 
@@ -184,10 +188,11 @@ class DatabaseResultStore:
         with self._listener_lock:
             if self._listener is None:
                 # imported here: psycopg is needed only by PostgreSQL users
-                from jobbridge.drivers.database.listen import connect_like
+                from jobbridge.drivers.database.listen import ListenThread, connect_like
 
                 engine = self.engine
-                self._listener = NotifyListener(lambda: connect_like(engine), self._wakeups)
+                self._listener = ListenThread(lambda: connect_like(engine), CHANNEL, self._wakeups.wake,
+                                              self._wakeups.wake_everyone, "jobbridge-results-listen")
             listener = self._listener
         try:
             listener.start()

@@ -39,28 +39,99 @@ def connect_like(engine: Engine) -> psycopg.Connection[Any]:
     return psycopg.connect(*cargs, autocommit=True, **cparams)
 
 
-class Listener:
-    """Notifications as a sequence number per queue; waiters compare against where they started."""
+class ListenThread:
+    """A daemon thread holding one LISTEN connection on ``channel``, reconnecting with backoff.
 
-    def __init__(self, connect: Connect) -> None:
+    Each notification's payload goes to ``on_payload``. Notifications sent while the
+    connection is down are lost, so after every gap (a lost connection, a reconnect)
+    ``on_gap`` runs: its owner wakes whoever might be owed one.
+    """
+
+    def __init__(self, connect: Connect, channel: str, on_payload: Callable[[str], None],
+                 on_gap: Callable[[], None], name: str) -> None:
         self._connect = connect
-        self._cond = threading.Condition()
-        self._seq = 0
-        self._last: dict[str, int] = {}
-        self._everyone = 0  # the last sequence number that concerned every queue
+        self._channel = channel
+        self._on_payload = on_payload
+        self._on_gap = on_gap
+        self._name = name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
 
     def start(self) -> None:
-        """Listen from now on (idempotent); `DriverUnavailable` if the first connection fails."""
+        """Listen from now on (idempotent); `DriverUnavailable` if the first connection fails.
+
+        Once it returns, no later notification is missed.
+        """
         with self._start_lock:
             if self._thread is not None:
                 return
             conn = self._open()
-            self._thread = threading.Thread(target=self._run, args=(conn,), name="jobbridge-listen",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, args=(conn,), name=self._name, daemon=True)
             self._thread.start()
+
+    def close(self) -> None:
+        """Stop the thread; it closes its connection within one poll interval."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=_POLL * 4)
+
+    def _open(self) -> psycopg.Connection[Any]:
+        try:
+            conn = self._connect()
+        except psycopg.Error as error:
+            raise DriverUnavailable(f"cannot open the LISTEN connection: {error}") from error
+        try:
+            conn.execute(f"LISTEN {self._channel}")
+        except psycopg.Error as error:
+            conn.close()
+            raise DriverUnavailable(f"cannot LISTEN on {self._channel}: {error}") from error
+        return conn
+
+    def _run(self, conn: psycopg.Connection[Any] | None) -> None:
+        backoff = 0.1
+        while not self._stop.is_set():
+            if conn is None:
+                try:
+                    conn = self._open()
+                except DriverUnavailable as error:
+                    log.warning("%s: LISTEN reconnect failed: %s", self._name, error.__cause__)
+                    self._stop.wait(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF)
+                    continue
+                backoff = 0.1
+                self._on_gap()  # what was sent while we were away notified nobody
+            try:
+                self._serve(conn)
+            except psycopg.Error as error:
+                log.warning("%s: LISTEN connection lost (%s); reconnecting", self._name, error)
+            conn.close()
+            conn = None
+            self._on_gap()  # a waiter may be owed a notification that went down with the connection
+
+    def _serve(self, conn: psycopg.Connection[Any]) -> None:
+        checked = time.monotonic()
+        while not self._stop.is_set():
+            for notify in conn.notifies(timeout=_POLL):
+                self._on_payload(notify.payload)
+            if time.monotonic() - checked > HEALTH_CHECK:
+                conn.execute("SELECT 1")  # a dead peer shows up here, not as a quiet socket
+                checked = time.monotonic()
+
+
+class Listener:
+    """Job notifications as a sequence number per queue; waiters compare against where they started."""
+
+    def __init__(self, connect: Connect) -> None:
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._last: dict[str, int] = {}
+        self._everyone = 0  # the last sequence number that concerned every queue
+        self._thread = ListenThread(connect, CHANNEL, self._note, lambda: self._note(""), "jobbridge-listen")
+
+    def start(self) -> None:
+        """Listen from now on (idempotent); `DriverUnavailable` if the first connection fails."""
+        self._thread.start()
 
     def mark(self) -> int:
         """Where the notifications stand now: pass it to `wait` after looking at the table."""
@@ -77,18 +148,7 @@ class Listener:
             return self._cond.wait_for(woken, timeout)
 
     def close(self) -> None:
-        """Stop the thread; it closes its connection within one poll interval."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=_POLL * 4)
-
-    def _open(self) -> psycopg.Connection[Any]:
-        try:
-            conn = self._connect()
-            conn.execute(f"LISTEN {CHANNEL}")
-        except psycopg.Error as error:
-            raise DriverUnavailable(f"cannot open the LISTEN connection: {error}") from error
-        return conn
+        self._thread.close()
 
     def _note(self, queue: str) -> None:
         with self._cond:
@@ -98,39 +158,3 @@ class Listener:
             else:
                 self._everyone = self._seq
             self._cond.notify_all()
-
-    def _run(self, conn: psycopg.Connection[Any] | None) -> None:
-        backoff = 0.1
-        while not self._stop.is_set():
-            if conn is None:
-                conn = self._reconnect()
-                if conn is None:
-                    self._stop.wait(backoff)
-                    backoff = min(backoff * 2, _MAX_BACKOFF)
-                    continue
-                backoff = 0.1
-            try:
-                self._serve(conn)
-            except psycopg.Error as error:
-                log.warning("jobbridge LISTEN connection lost (%s); reconnecting", error)
-            conn.close()
-            conn = None
-            self._note("")  # a waiter may be owed a notification that went down with the connection
-
-    def _reconnect(self) -> psycopg.Connection[Any] | None:
-        try:
-            conn = self._open()
-        except DriverUnavailable as error:
-            log.warning("jobbridge LISTEN reconnect failed: %s", error.__cause__)
-            return None
-        self._note("")  # jobs pushed while we were away sent notifications nobody heard
-        return conn
-
-    def _serve(self, conn: psycopg.Connection[Any]) -> None:
-        checked = time.monotonic()
-        while not self._stop.is_set():
-            for notify in conn.notifies(timeout=_POLL):
-                self._note(notify.payload)
-            if time.monotonic() - checked > HEALTH_CHECK:
-                conn.execute("SELECT 1")
-                checked = time.monotonic()
