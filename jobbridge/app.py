@@ -21,7 +21,7 @@ from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.container import Container
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Envelope, new_id
-from jobbridge.errors import ConfigurationError, NotAFake
+from jobbridge.errors import ConfigurationError, NotAFake, PayloadTooLarge
 from jobbridge.execution import Executor, Middleware
 from jobbridge.job import options_of
 from jobbridge.outcome import WorkStats
@@ -206,13 +206,21 @@ class JobBridge:
 
     def dispatch_now(self, job: Any) -> None:
         """Run ``job`` in this process now, with its tries, and no queue; the last error is raised."""
-        self.executor().run_inline(self.envelope(job))
+        self.executor().run_inline(self.envelope(job).checked())
 
     def push(self, envelopes: Sequence[Envelope], *, connection: str | None = None,
              transaction: object | None = None) -> list[str | None]:
-        """Store built envelopes (unique locks taken first); what `dispatch` ends with."""
+        """Store built envelopes (unique locks taken first); what `dispatch` ends with.
+
+        Every envelope is first held to the ranges a stored one must meet
+        (`Envelope.checked`: a timeout above 30 days is clamped, any other value
+        out of range is a `ValueError`) and to the driver's message size limit
+        (`PayloadTooLarge`), so that the store is never handed what it, or a
+        worker reading it, would refuse.
+        """
         conn = self.settings.connection(connection).name
         driver = self.driver(conn)
+        envelopes = [self._fit(env.checked(), driver, conn) for env in envelopes]
         joins = transaction is not None and driver.capabilities.transactional_push
         kept = [env for env in envelopes if self._lock_unique(driver, conn, env, transaction if joins else None)]
         if transaction is not None and not joins:
@@ -224,6 +232,20 @@ class JobBridge:
             self._store(driver, conn, kept, transaction)
         ids = {env.id for env in kept}
         return [env.id if env.id in ids else None for env in envelopes]
+
+    def _fit(self, env: Envelope, driver: Driver, connection: str) -> Envelope:
+        """``env`` if its encoded size is within the driver's limit; `PayloadTooLarge` if not."""
+        limit = driver.capabilities.max_message_bytes
+        if limit is None:
+            return env
+        size = len(env.encode())
+        if size > limit:
+            kind = self.settings.connection(connection).driver
+            raise PayloadTooLarge(
+                f"job {env.id} ({env.name!r}) is {size} bytes encoded; the {kind} driver of connection "
+                f"{connection!r} takes at most {limit}: store the data elsewhere (a database row, an object "
+                "store) and put its id or URL in the payload")
+        return env
 
     def _lock_unique(self, driver: Driver, connection: str, env: Envelope, transaction: object | None) -> bool:
         if env.unique_key is None:

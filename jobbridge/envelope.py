@@ -16,7 +16,9 @@ from typing import Any
 import orjson
 import uuid_utils
 
-from jobbridge.errors import PayloadDecodeError
+from jobbridge import limits
+from jobbridge.errors import PayloadDecodeError, PayloadEncodeError
+from jobbridge.limits import MAX_ATTEMPTS
 
 FORMAT_VERSION = 1
 
@@ -48,56 +50,63 @@ class Envelope:
     headers: Mapping[str, Any] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        """The stored form: compact JSON, versioned."""
-        return orjson.dumps(
-            {
-                "v": FORMAT_VERSION,
-                "id": self.id,
-                "name": self.name,
-                "queue": self.queue,
-                "payload": self.payload,
-                "tries": self.tries,
-                "timeout": self.timeout,
-                "available_at": self.available_at,
-                "created_at": self.created_at,
-                "attempts": self.attempts,
-                "unique_key": self.unique_key,
-                "unique_for": self.unique_for,
-                "headers": self.headers,
-            }
-        )
+        """The stored form: compact JSON, versioned; `PayloadEncodeError` if a value cannot be JSON."""
+        try:
+            return orjson.dumps(
+                {
+                    "v": FORMAT_VERSION,
+                    "id": self.id,
+                    "name": self.name,
+                    "queue": self.queue,
+                    "payload": self.payload,
+                    "tries": self.tries,
+                    "timeout": self.timeout,
+                    "available_at": self.available_at,
+                    "created_at": self.created_at,
+                    "attempts": self.attempts,
+                    "unique_key": self.unique_key,
+                    "unique_for": self.unique_for,
+                    "headers": self.headers,
+                }
+            )
+        except TypeError as exc:  # orjson's message names a type or a limit, never a value
+            raise PayloadEncodeError(f"job {self.name!r:.100} ({self.id!r:.60}) cannot be stored as JSON: "
+                                     f"{exc}; keep payload and header values to JSON types") from None
 
     @classmethod
-    def decode(cls, body: bytes | str, attempts: int | None = None) -> Envelope:
-        """Read a stored envelope; anything malformed is a `PayloadDecodeError` naming why.
+    def decode(cls, body: object, attempts: int | None = None) -> Envelope:
+        """Read a stored envelope; anything malformed is a `PayloadDecodeError` naming the field, never its value.
 
         ``attempts`` overrides the stored count, for drivers that keep it beside the body.
+        Every field is held to the ranges of `jobbridge.limits` (a timeout above
+        `MAX_TIMEOUT` is clamped to it); drivers call `reservation_from_body`, which never raises.
+        """
+        data = _parse(body)
+        version = data.get("v")
+        if isinstance(version, bool) or version != FORMAT_VERSION:
+            raise PayloadDecodeError(f"stored message: unknown envelope format (this release reads "
+                                     f"format {FORMAT_VERSION}, in the field 'v')")
+        try:
+            fields = limits.envelope_fields(data)
+            if attempts is not None:
+                fields["attempts"] = limits.count("attempts (the store's count)", attempts, 0, MAX_ATTEMPTS)
+        except limits.FieldRefused as exc:
+            raise PayloadDecodeError(f"stored message: {exc}") from None
+        return cls(**fields)
+
+    def checked(self) -> Envelope:
+        """This envelope held to the ranges a stored one must meet (what dispatch stores).
+
+        A timeout above `MAX_TIMEOUT` is clamped to it; any other field out of
+        range is a `ValueError` naming the field, so that nothing dispatched is
+        ever refused as undecodable by the worker that reads it.
         """
         try:
-            data = orjson.loads(body)
-        except orjson.JSONDecodeError as exc:
-            raise PayloadDecodeError(f"stored message is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise PayloadDecodeError("stored message is not a JSON object")
-        if data.get("v") != FORMAT_VERSION:
-            raise PayloadDecodeError(f"unknown envelope format version {data.get('v')!r}")
-        try:
-            return cls(
-                id=str(data["id"]),
-                name=str(data["name"]),
-                queue=str(data["queue"]),
-                payload=dict(data["payload"]),
-                tries=int(data["tries"]),
-                timeout=float(data["timeout"]),
-                available_at=float(data["available_at"]),
-                created_at=float(data["created_at"]),
-                attempts=int(data.get("attempts", 0)) if attempts is None else attempts,
-                unique_key=data.get("unique_key"),
-                unique_for=data.get("unique_for"),
-                headers=dict(data.get("headers") or {}),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise PayloadDecodeError(f"stored message is missing or mistypes {exc}") from exc
+            fields = limits.envelope_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
+        except limits.FieldRefused as exc:
+            raise ValueError(f"job {self.name!r:.100} cannot be dispatched: {exc.field} must be {exc.expected} "
+                             "(see the ranges in docs/dispatching.md)") from None
+        return Envelope(**fields)
 
     def replace(self, **changes: Any) -> Envelope:
         """A copy with some fields changed (envelopes are immutable)."""
@@ -135,18 +144,108 @@ class Reservation:
 
 
 def undecodable(*, id: str, queue: str, attempts: int, now: float) -> Envelope:
-    """The stand-in envelope a driver hands out for a body it could not decode."""
+    """The stand-in envelope for a body that could not be decoded; its attempts kept within range."""
     return Envelope(
         id=id,
         name="<undecodable>",
         queue=queue,
         payload={},
         tries=1,
-        timeout=0.0,
+        timeout=1.0,  # never run; a valid value, so that a stand-in stored and read again decodes
         available_at=now,
         created_at=now,
-        attempts=attempts,
+        attempts=min(max(attempts, 1), MAX_ATTEMPTS),
     )
+
+
+def reservation_from_body(
+    body: object, *, receipt: Any, lease_until: float, now: float, id_hint: object, queue_hint: object,
+    attempts: int | None = None, attempts_added: int = 0,
+) -> Reservation:
+    """The reservation for one claimed stored body: decoded, or a stand-in to be failed; it never raises.
+
+    Every driver builds its reservations here, so that no body (not JSON, not
+    UTF-8, a ``str`` or ``memoryview`` or ``int`` from the client, a field out
+    of range) can crash or stall the worker that claimed it: what does not
+    decode is handed out with ``decode_error`` set and is failed at once.
+    ``attempts`` is the count the store keeps beside the body (a column, a
+    stream field), which replaces the body's own; ``attempts_added`` is added
+    to whichever is used (a receive count, the one reservation being made).
+    The attempt handed out must lie from 1 to `MAX_ATTEMPTS`. ``id_hint`` and
+    ``queue_hint`` (the store's own id and queue for the body) name the stand-in.
+    """
+    try:
+        env = Envelope.decode(body, attempts)
+        count = env.attempts + limits.count("attempts added", attempts_added, 0, MAX_ATTEMPTS)
+        env = env.replace(attempts=limits.count("attempts (the store's count)", count, 1, MAX_ATTEMPTS))
+        return Reservation(env, receipt, lease_until)
+    except Exception as exc:  # anything at all: the body is failed with the reason, never raised
+        stand_in = undecodable(id=_hint(id_hint) or new_id(), queue=_hint(queue_hint) or "<unknown>",
+                               attempts=_int_or_zero(attempts) + _int_or_zero(attempts_added), now=now)
+        return Reservation(stand_in, receipt, lease_until, body=raw_bytes(body), decode_error=_reason(exc))
+
+
+def _parse(body: object) -> dict[str, Any]:
+    if isinstance(body, (bytearray, memoryview)):
+        body = bytes(body)
+    if not isinstance(body, (bytes, str)):
+        raise PayloadDecodeError(f"stored message is of type {type(body).__name__}, not bytes or text")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:  # its msg says what is wrong and where, never the text
+        raise PayloadDecodeError(f"stored message is not JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(data, dict):
+        raise PayloadDecodeError(f"stored message is not a JSON object (it is a JSON {type(data).__name__})")
+    return data
+
+
+def _reason(exc: Exception) -> str:
+    """Why a body did not decode: our own messages name the field; another's might quote the body."""
+    if isinstance(exc, PayloadDecodeError):
+        return str(exc)
+    if isinstance(exc, limits.FieldRefused):
+        return f"stored message: {exc}"
+    return f"stored message could not be read ({type(exc).__name__})"
+
+
+def _int_or_zero(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _hint(value: object) -> str | None:
+    """A store's id or queue for a stand-in, when it is one a failed store can hold."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if not isinstance(value, str):
+        return None
+    try:
+        value.encode("utf-8")  # a lone surrogate no store can hold
+        return limits.name("hint", value)
+    except (limits.FieldRefused, UnicodeEncodeError):
+        return None
+
+
+def raw_bytes(body: object) -> bytes:
+    """A stored body as bytes for the failed store, as close to what was stored as it can be."""
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        for errors in ("surrogateescape", "surrogatepass"):
+            try:
+                return body.encode("utf-8", errors)
+            except UnicodeError:
+                continue
+    try:
+        return repr(body).encode("utf-8", "backslashreplace")
+    except Exception:  # a repr that raises: keep nothing rather than fail the failing
+        return b""
 
 
 @dataclass(frozen=True, slots=True)

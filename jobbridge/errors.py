@@ -10,13 +10,15 @@
     ├── UnknownJob                a job name no module registered (dispatch or run)
     ├── PayloadError
     │   ├── PayloadEncodeError    a payload field that cannot become JSON (raised at dispatch)
+    │   │   ├── PayloadTooLarge   an encoded job above its driver's message size limit (raised at dispatch)
     │   │   └── ResultEncodeError a job's return value that cannot be stored (jobbridge.results)
     │   └── PayloadDecodeError    a stored message that cannot become a job again
     ├── UnknownCounter            a chord's join counter that was never set, or expired (jobbridge.results)
     ├── NoFailedJob               retry of an id the failed store does not hold
     ├── NotAFake                  a QueueFake assertion called on a real queue
     ├── DriverError               a store failed (the client's exception is the __cause__)
-    │   └── DriverUnavailable     the store cannot be reached right now; retrying may help
+    │   ├── DriverUnavailable     the store cannot be reached right now; retrying may help
+    │   └── StoreRefused          the store refused this data (out of its range, too long); retrying cannot help
     ├── JobTimeout                raised inside an attempt that overran its timeout
     └── JobCancelled              raised inside a running attempt cancelled with terminate=True
 """
@@ -61,6 +63,10 @@ class PayloadEncodeError(PayloadError, TypeError):
     """A payload field cannot be encoded as JSON; raised at dispatch, naming the field."""
 
 
+class PayloadTooLarge(PayloadEncodeError):
+    """An encoded job is larger than its driver accepts; raised at dispatch, naming the job, sizes and driver."""
+
+
 class PayloadDecodeError(PayloadError, ValueError):
     """A stored message cannot be decoded back into its job."""
 
@@ -79,6 +85,15 @@ class DriverError(JobBridgeError):
 
 class DriverUnavailable(DriverError):
     """The store cannot be reached now (refused, reset, timed out); the caller may retry."""
+
+
+class StoreRefused(DriverError):
+    """The store refused this data (a value out of its column's range, a name too long for it).
+
+    The same call with the same data fails again, so a caller must not retry it
+    as it would a `DriverUnavailable`: the worker gives such an outcome up after
+    a few tries instead of holding its batch.
+    """
 
 
 class JobTimeout(JobBridgeError, TimeoutError):

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
-from jobbridge import payload, signals
+from jobbridge import limits, payload, signals
 from jobbridge.container import Container
 from jobbridge.context import JobContext
 from jobbridge.drivers.base import Driver
@@ -137,20 +137,10 @@ class Executor:
         if env.id in self.cancelled_ids:
             self.cancelled_ids.discard(env.id)
             return self._revoked(res, None, start, terminated=False)
-        if res.decode_error is not None:
-            return self._discard(res, f"undecodable message: {res.decode_error}", start)
-        try:
-            cls = self.registry.get(env.name)
-            job = payload.decode(cls, env.payload)
-        except (UnknownJob, PayloadDecodeError) as exc:
-            return self._discard(res, f"{type(exc).__name__}: {exc}", start)
-        ctx = self._context(env, job)
-        if env.attempts > env.tries:
-            lost = JobBridgeError(
-                f"attempts exhausted: attempt {env.attempts} of {env.tries} began after the reservation "
-                "of the last one lapsed (its worker was lost or stopped heartbeating)"
-            )
-            return self._give_up(ctx, res, lost, start)
+        ready = self._prepare(res, start)
+        if isinstance(ready, Outcome):
+            return ready
+        cls, ctx = ready
         signals.send(signals.job_processing, cls, ctx=ctx, envelope=env)
         if self.tracker is not None:
             self.tracker.started(ctx, options_of(cls))
@@ -169,7 +159,7 @@ class Executor:
             return self._give_up(ctx, res, exc, start)
         except Exception as exc:
             if env.attempts < env.tries:
-                return self._release(ctx, res, exc, job.backoff(env.attempts), start)
+                return self._release(ctx, res, exc, ctx.job.backoff(env.attempts), start)
             return self._give_up(ctx, res, exc, start)
         finally:
             with self._guard:
@@ -178,6 +168,34 @@ class Executor:
         outcome = Outcome(res, "acknowledge", "succeeded", duration_ms=_ms(start))
         signals.send(signals.job_processed, cls, ctx=ctx, envelope=env, duration_ms=outcome.duration_ms)
         return self._finish(outcome, ctx, value)
+
+    def _prepare(self, res: Reservation, start: float) -> Outcome | tuple[type, JobContext]:
+        """The job class and context to run, or the outcome of a message that must not run.
+
+        A message that cannot become a job (undecodable, an attempt count out of
+        range, a name nobody registered, a payload that does not decode, whatever
+        the decoder raised) is failed at once with the reason, never released:
+        another attempt would fail the same way. One whose attempts are spent
+        (its last reservation lapsed) is given up without running.
+        """
+        env = res.envelope
+        if res.decode_error is not None:
+            return self._discard(res, f"undecodable message: {res.decode_error}", start)
+        if env.attempts < 1:
+            return self._discard(res, f"undecodable message: attempt number {env.attempts} is below 1", start)
+        try:
+            cls = self.registry.get(env.name)
+            job = payload.decode(cls, env.payload)
+        except Exception as exc:
+            return self._discard(res, _not_a_job(exc), start)
+        ctx = self._context(env, job)
+        if env.attempts > env.tries:
+            lost = JobBridgeError(
+                f"attempts exhausted: attempt {env.attempts} of {env.tries} began after the reservation "
+                "of the last one lapsed (its worker was lost or stopped heartbeating)"
+            )
+            return self._give_up(ctx, res, lost, start)
+        return cls, ctx
 
     def _context(self, env: Envelope, job: Any) -> JobContext:
         return JobContext(
@@ -253,7 +271,7 @@ class Executor:
                  start: float) -> Outcome:
         exc = shown(exc)
         error = describe(exc)
-        outcome = Outcome(res, "release", "released", delay=max(0.0, delay), error=error, exception=exc,
+        outcome = Outcome(res, "release", "released", delay=limits.release_delay(delay), error=error, exception=exc,
                           duration_ms=_ms(start))
         signals.send(signals.job_released, type(ctx.job), ctx=ctx, delay=outcome.delay, error=error,
                      exception=exc)
@@ -340,6 +358,13 @@ class Executor:
 
     def close(self) -> None:
         self.loop.close()
+
+
+def _not_a_job(exc: Exception) -> str:
+    """Why a message is not a job; our own errors name the field, another's message might quote a value."""
+    if isinstance(exc, (UnknownJob, PayloadDecodeError)):
+        return f"{type(exc).__name__}: {exc}"
+    return f"PayloadDecodeError: the payload could not be decoded ({type(exc).__name__} while decoding it)"
 
 
 def _ms(start: float) -> float:

@@ -2,7 +2,11 @@
 
 Encoding happens at dispatch, so a value that cannot cross the process
 boundary fails in the web request that dispatched it, naming the field,
-rather than later in a worker.
+rather than later in a worker. Decoding turns *every* failure, whatever a
+field's decoder raised (``uuid.UUID(123)`` raises AttributeError), into a
+`PayloadDecodeError`, which the worker treats as permanent: the job is failed
+once, never retried. Errors name the field's path and the type expected and
+never quote a value or a key taken from the message, which may be a secret.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import types
 import typing
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import date, datetime, time
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from jobbridge.errors import PayloadDecodeError, PayloadEncodeError
@@ -38,11 +43,12 @@ def encode_value(value: Any, path: str) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, Mapping):
-        out = {}
+        out: dict[str, Any] = {}
         for key, v in value.items():
             if not isinstance(key, str):
-                raise PayloadEncodeError(f"{path} has a non-string key {key!r}: JSON object keys are strings")
-            out[key] = encode_value(v, f"{path}[{key!r}]")
+                raise PayloadEncodeError(f"{path} has a non-string key (of type {type(key).__name__}): "
+                                         "JSON object keys are strings")
+            out[key] = encode_value(v, f"{path}[entry {len(out)}]")
         return out
     raise PayloadEncodeError(
         f"{path} holds a {type(value).__name__}, which cannot be stored as JSON; "
@@ -57,8 +63,24 @@ def encode(job: Any) -> dict[str, Any]:
     return {f.name: encode_value(getattr(job, f.name), f"{name}.{f.name}") for f in dataclasses.fields(job)}
 
 
+_KINDS: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+    (list, "a list"), (dict, "an object"),
+)
+
+
+def _kind(value: Any) -> str:
+    """What a value is, in JSON's words: enough to see the mistake, without quoting the value."""
+    if value is None:
+        return "null"
+    for kind, words in _KINDS:
+        if isinstance(value, kind):
+            return words
+    return f"a {type(value).__name__}"
+
+
 def _fail(path: str, expected: str, value: Any) -> PayloadDecodeError:
-    return PayloadDecodeError(f"{path}: expected {expected}, got {type(value).__name__} {value!r:.80}")
+    return PayloadDecodeError(f"{path}: expected {expected}, got {_kind(value)}")
 
 
 def _scalar(kind: type) -> Decoder:
@@ -76,8 +98,8 @@ def _parsed(kind: type, parse: Callable[[Any], Any]) -> Decoder:
     def decode(value: Any, path: str) -> Any:
         try:
             return parse(value)
-        except (TypeError, ValueError, InvalidOperation) as exc:
-            raise _fail(path, kind.__name__, value) from exc
+        except Exception:  # uuid.UUID(123) raises AttributeError: any failure is the value's
+            raise _fail(path, kind.__name__, value) from None
 
     return decode
 
@@ -110,7 +132,7 @@ def _mapping(args: tuple[Any, ...]) -> Decoder:
     def decode(value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise _fail(path, "an object", value)
-        return {k: item(v, f"{path}[{k!r}]") for k, v in value.items()}
+        return {k: item(v, f"{path}[entry {i}]") for i, (k, v) in enumerate(value.items())}
 
     return decode
 
@@ -127,7 +149,7 @@ def _union(args: tuple[Any, ...]) -> Decoder:
                 return option(value, path)
             except PayloadDecodeError:
                 continue
-        raise _fail(path, " | ".join(getattr(a, "__name__", str(a)) for a in args), value)
+        raise _fail(path, " | ".join("None" if a is type(None) else _label(a) for a in args), value)
 
     return decode
 
@@ -140,8 +162,8 @@ def _enum(kind: type[enum.Enum]) -> Decoder:
     def decode(value: Any, path: str) -> Any:
         try:
             return kind(value)
-        except ValueError as exc:
-            raise _fail(path, f"a {kind.__name__} value", value) from exc
+        except Exception:  # a list is unhashable (TypeError), an unknown value a ValueError
+            raise _fail(path, f"a {kind.__name__} value", value) from None
 
     return decode
 
@@ -198,11 +220,20 @@ def _dataclass_decoder(cls: type) -> Decoder:
     return decode
 
 
-_FIELDS: dict[type, tuple[dict[str, Decoder], frozenset[str]]] = {}
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """How to decode one class's fields: a decoder and the expected type's name for each, and the required."""
+
+    decoders: dict[str, Decoder]
+    expected: dict[str, str]
+    required: frozenset[str]
 
 
-def _field_decoders(cls: type) -> tuple[dict[str, Decoder], frozenset[str]]:
-    cached = _FIELDS.get(cls)
+_PLANS: dict[type, _Plan] = {}
+
+
+def _plan(cls: type) -> _Plan:
+    cached = _PLANS.get(cls)
     if cached is None:
         hints = typing.get_type_hints(cls)
         fields = [f for f in dataclasses.fields(cls) if f.init]
@@ -210,23 +241,54 @@ def _field_decoders(cls: type) -> tuple[dict[str, Decoder], frozenset[str]]:
             f.name for f in fields
             if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         )
-        cached = ({f.name: decoder_for(hints.get(f.name, Any)) for f in fields}, required)
-        _FIELDS[cls] = cached
+        cached = _Plan(
+            {f.name: decoder_for(hints.get(f.name, Any)) for f in fields},
+            {f.name: _label(hints.get(f.name, Any)) for f in fields},
+            required,
+        )
+        _PLANS[cls] = cached
     return cached
+
+
+def _label(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")
+
+
+def _field(plan: _Plan, key: str, value: Any, path: str) -> Any:
+    try:
+        return plan.decoders[key](value, path)
+    except PayloadDecodeError:
+        raise
+    except Exception as exc:  # a decoder's own fault, or a nested class's: still this field's
+        raise PayloadDecodeError(f"{path}: expected {plan.expected[key]}, and the stored value does not "
+                                 f"decode as one ({type(exc).__name__})") from None
 
 
 def decode_fields(cls: type, data: Mapping[str, Any], path: str) -> Any:
     """Build ``cls`` from ``data``: every field decoded by its annotation, extras refused."""
-    decoders, required = _field_decoders(cls)
-    extra = data.keys() - decoders.keys()
-    if extra:
-        raise PayloadDecodeError(f"{path}: unknown field(s) {sorted(extra)}; was the job class changed?")
-    missing = required - data.keys()
+    plan = _plan(cls)
+    extra = len(data.keys() - plan.decoders.keys())
+    if extra:  # their names came with the message: counted, never listed
+        raise PayloadDecodeError(f"{path}: {extra} unknown field(s), which {cls.__name__} does not declare "
+                                 "(names not shown: they came with the message); was the job class changed?")
+    missing = plan.required - data.keys()
     if missing:
         raise PayloadDecodeError(f"{path}: missing field(s) {sorted(missing)}")
-    return cls(**{k: decoders[k](v, f"{path}.{k}") for k, v in data.items()})
+    values = {k: _field(plan, k, v, f"{path}.{k}") for k, v in data.items()}
+    try:
+        return cls(**values)
+    except Exception as exc:  # a __post_init__ that refuses the values: never quote its message
+        raise PayloadDecodeError(f"{path}: the stored fields do not make a {cls.__name__} "
+                                 f"({type(exc).__name__} from its constructor)") from None
 
 
 def decode(cls: type, data: Mapping[str, Any]) -> Any:
-    """A job instance from its stored payload; `PayloadDecodeError` names the bad field."""
-    return decode_fields(cls, data, cls.__name__)
+    """A job instance from its stored payload; `PayloadDecodeError` names the bad field, whatever went wrong."""
+    if not isinstance(data, Mapping):
+        raise _fail(cls.__name__, "an object", data)
+    try:
+        return decode_fields(cls, data, cls.__name__)
+    except PayloadDecodeError:
+        raise
+    except Exception as exc:  # the class's annotations themselves (a name get_type_hints cannot resolve)
+        raise PayloadDecodeError(f"{cls.__name__}: its payload could not be decoded ({type(exc).__name__})") from None

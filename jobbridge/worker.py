@@ -1,19 +1,22 @@
 """The worker: reserve in batches, run attempts on threads, settle in batches, keep leases alive.
 
 One loop thread (the caller of `Worker.run`) talks to the store; ``concurrency``
-threads run attempts through the `Executor`. The loop reserves what the threads
-will start soon, stores finished attempts together, renews every held
-reservation each quarter lease, and reclaims lapsed ones every half lease. Store
-errors are logged, signalled and retried with backoff. `stop` finishes and
-settles what is held; `stop(now=True)` leaves at once. An attempt stuck past
-its timeout (blocked in C) sets ``replace_process``: the caller exits with
-`REPLACE_EXIT_CODE` or re-executes itself. docs/worker.md is the manual.
+threads (`jobbridge.pool`) run attempts through the `Executor`. The loop
+reserves what the threads will start soon, stores finished attempts together
+(`jobbridge.settling`), renews every held reservation each quarter lease, and
+reclaims lapsed ones every half lease. Store errors, and anything else a store
+call raises, are logged, signalled and retried with backoff: no message and no
+outcome can stop the loop. Whether a lease is still the worker's is judged by
+this process's monotonic clock since the last reserve or renewal that covered
+it, never by comparing the store's deadline with the local wall clock. `stop`
+finishes and settles what is held; `stop(now=True)` leaves at once. An attempt
+stuck past its timeout (blocked in C) sets ``replace_process``: the caller
+exits with `REPLACE_EXIT_CODE` or re-executes itself. docs/worker.md is the manual.
 """
 
 from __future__ import annotations
 
 import logging
-import queue
 import random
 import signal
 import socket
@@ -26,11 +29,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 
 from jobbridge import signals
-from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Reservation
-from jobbridge.errors import ConfigurationError, DriverError
-from jobbridge.execution import Executor, describe
+from jobbridge.errors import DriverError
+from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome, WorkStats
+from jobbridge.pool import Pool
+from jobbridge.settling import Settler
+from jobbridge.worker_process import check_worker_driver as check_worker_driver
+from jobbridge.worker_process import on_stop_signals as on_stop_signals
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
@@ -46,7 +52,7 @@ STOPPED_AT_ONCE_EXIT_CODE = 1
 PREFETCH_MS = 20.0
 #: never more than this many times ``concurrency`` jobs ahead
 MAX_AHEAD = 7
-#: a batch of outcomes the store refused this many times running is given up (its leases lapse)
+#: the longest pause between tries of a failing store call (seconds)
 MAX_BACKOFF = 30.0
 
 
@@ -59,7 +65,7 @@ class WorkerOptions:
     processes: int = 1
     max_jobs: int | None = None
     sleep: float = 1.0
-    once: bool = False  # run one job, then exit (Laravel's --once)
+    once: bool = False  # run one job, then exit
     stop_when_empty: bool = False  # drain what is available now, then exit
     connection: str | None = None
     hostname: str = field(default_factory=socket.gethostname)
@@ -80,41 +86,14 @@ class _StopNow(BaseException):
     """Raised by the second signal's handler to leave the loop wherever it is."""
 
 
-class _Pool:
-    """``size`` daemon threads running attempts handed over through one queue."""
-
-    def __init__(self, size: int, run: Callable[[Reservation], Outcome],
-                 done: Callable[[Outcome], None]) -> None:
-        self._inbox: queue.SimpleQueue[Reservation | None] = queue.SimpleQueue()
-        self._run, self._done = run, done
-        self._threads = [threading.Thread(target=self._serve, name=f"jobbridge-worker-{i}", daemon=True)
-                         for i in range(size)]
-        for thread in self._threads:
-            thread.start()
-
-    def submit(self, reservation: Reservation) -> None:
-        self._inbox.put(reservation)
-
-    def _serve(self) -> None:
-        while (res := self._inbox.get()) is not None:
-            try:
-                outcome = self._run(res)
-            except BaseException as exc:  # a fault outside the job's own code: keep the thread alive
-                log.exception("running job %s failed outside the job; it is released", res.id)
-                outcome = Outcome(res, "release", "released", delay=1.0, error=describe(exc), exception=exc)
-            self._done(outcome)
-
-    def close(self) -> None:
-        """Let idle threads end; a thread stuck in an attempt is a daemon and dies with the process."""
-        for _ in self._threads:
-            self._inbox.put(None)
-
-
 class Worker:
     """Runs jobs from one connection's queues until stopped; see the module docstring."""
 
-    def __init__(self, bridge: JobBridge, options: WorkerOptions | None = None) -> None:
+    def __init__(self, bridge: JobBridge, options: WorkerOptions | None = None, *,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.bridge = bridge
+        #: the clock of the worker's own timers and lease bookkeeping (a test may shift it)
+        self.monotonic = monotonic
         self.options = options or WorkerOptions()
         conn = bridge.settings.connection(self.options.connection)
         self.connection = conn.name
@@ -130,9 +109,10 @@ class Worker:
         self._wake = threading.Event()
         self._done: deque[Outcome] = deque()
         self._held: dict[str, Reservation] = {}
+        self._renewed: dict[str, float] = {}  # job id -> monotonic start of the call that last leased it
         self._lost: set[str] = set()
         self._stuck: set[str] = set()
-        self._unsettled: list[Outcome] = []
+        self._settler = Settler(self.driver, failed=self._failed_call, succeeded=self._call_ok)
         self._reserved = 0
         self._stop_reason: str | None = None
         self._announced = False
@@ -148,7 +128,7 @@ class Worker:
     def run(self) -> WorkStats:
         """Work until stopped (or --once / --max-jobs / --stop-when-empty); returns what was done."""
         self.bridge.settings.check_reservations()
-        pool = _Pool(self.options.concurrency, self.executor.run, self._finished)
+        pool = Pool(self.options.concurrency, self.executor.run, self._finished)
         watchdog = self.executor.watchdog
         watchdog.listeners.append(self._on_stuck)
         restore = on_stop_signals(self._on_signal)
@@ -229,15 +209,15 @@ class Worker:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def _loop(self, pool: _Pool) -> None:
-        self._next_reclaim = time.monotonic()  # reclaim at once: a dead worker's jobs come back now
+    def _loop(self, pool: Pool) -> None:
+        self._next_reclaim = self.monotonic()  # reclaim at once: a dead worker's jobs come back now
         while not self._halt:
             self._wake.clear()
             if self._stop_reason is not None:
                 self._announce_stop()
                 if not self._busy():
                     return
-            backoff = self._backoff_until - time.monotonic()
+            backoff = self._backoff_until - self.monotonic()
             if backoff > 0:
                 self._pause(backoff)
                 continue
@@ -250,9 +230,10 @@ class Worker:
                 continue
             self._take(pool, room)
 
-    def _take(self, pool: _Pool, limit: int) -> None:
+    def _take(self, pool: Pool, limit: int) -> None:
         blocking = not self._held and not self._drain and self.driver.capabilities.blocking_reserve
         wait = min(self.options.sleep, self._until_timer()) if blocking else 0.0
+        asked = self.monotonic()  # a lease granted by this call ends no sooner than a lease from now
         got = self._store("reserve", lambda: self.driver.reserve(self.options.queues, limit, wait=wait))
         if got is None:
             return
@@ -260,6 +241,7 @@ class Worker:
             self._store("check cancellations", lambda: self.executor.refresh_cancellations([r.id for r in got]))
         for res in got:
             self._held[res.id] = res
+            self._renewed[res.id] = asked
             pool.submit(res)
         self._reserved += len(got)
         if self._budget is not None and self._reserved >= self._budget:
@@ -290,7 +272,7 @@ class Worker:
 
     def _busy(self) -> bool:
         """Held jobs still to finish (a stuck one is not waited for) or outcomes still to store."""
-        return bool(self._done or self._unsettled) or any(i not in self._stuck for i in self._held)
+        return bool(self._done or self._settler.pending) or any(i not in self._stuck for i in self._held)
 
     def _pause(self, seconds: float) -> None:
         if seconds > 0:
@@ -299,9 +281,9 @@ class Worker:
     def _until_timer(self) -> float:
         """Seconds until the loop has something to do of its own: a heartbeat, a reclaim, a settle retry."""
         due = min(self._next_beat, self._next_reclaim)
-        if self._unsettled:
+        if self._settler.pending:
             due = min(due, self._backoff_until)
-        return max(0.0, due - time.monotonic())
+        return max(0.0, due - self.monotonic())
 
     def _finished(self, outcome: Outcome) -> None:
         """From a pool thread: hand the outcome to the loop."""
@@ -311,38 +293,37 @@ class Worker:
     # -- settling ----------------------------------------------------------------------------
 
     def _settle(self) -> None:
-        """Store finished attempts together: one acknowledge for the batch, then releases and failures."""
-        batch = self._unsettled
+        """Store finished attempts (see `jobbridge.settling`), then let go of those done with."""
         while self._done:
-            batch.append(self._done.popleft())
-        if not batch:
-            return
-        keep = [o for o in batch if o.reservation.id not in self._lost]
-        if keep and self._store("settle", lambda: _settled(self.driver, keep)) is None:
-            # Keep trying while the jobs are still ours: once every lease has lapsed another
-            # worker may hold them, and storing these outcomes could only be refused as stale.
-            now = self.bridge.clock.now()
-            if any(self._held.get(o.reservation.id, o.reservation).lease_until > now for o in keep):
-                self._unsettled = batch
-                return
-            log.warning("gave up storing the outcome of %d attempt(s): the store stayed unreachable until "
-                        "their reservations lapsed, so those jobs run again", len(keep))
-        self._unsettled = []
-        for outcome in batch:
-            job_id = outcome.reservation.id
-            if job_id in self._lost:
+            outcome = self._done.popleft()
+            if outcome.reservation.id in self._lost:
                 log.warning("job %s finished after its reservation was lost; its outcome (%s) is not "
-                            "stored, and another attempt runs or will run", job_id, outcome.label)
-            self._held.pop(job_id, None)
-            self._lost.discard(job_id)
-            self._stuck.discard(job_id)
-            self.stats.add(outcome)
-            self._avg_ms += (max(outcome.duration_ms, 0.01) - self._avg_ms) * 0.2
+                            "stored, and another attempt runs or will run", outcome.reservation.id, outcome.label)
+                self._let_go(outcome)
+            else:
+                self._settler.add(outcome)
+        for outcome in self._settler.settle(self._still_ours):
+            self._let_go(outcome)
+
+    def _still_ours(self, job_id: str) -> bool:
+        """Whether the lease of ``job_id`` lasts yet, by this process's monotonic clock (never the wall clock)."""
+        leased = self._renewed.get(job_id)
+        return job_id not in self._lost and leased is not None and self.monotonic() < leased + self.lease
+
+    def _let_go(self, outcome: Outcome) -> None:
+        """Done with a job: no longer held, so no longer renewed."""
+        job_id = outcome.reservation.id
+        self._held.pop(job_id, None)
+        self._renewed.pop(job_id, None)
+        self._lost.discard(job_id)
+        self._stuck.discard(job_id)
+        self.stats.add(outcome)
+        self._avg_ms += (max(outcome.duration_ms, 0.01) - self._avg_ms) * 0.2
 
     # -- leases and reclaim ------------------------------------------------------------------
 
     def _timers(self) -> None:
-        now = time.monotonic()
+        now = self.monotonic()
         if now >= self._next_beat:
             self._next_beat = now + self.lease / 4
             self._heartbeat()
@@ -355,10 +336,17 @@ class Worker:
                 self.executor.tracker.maybe_prune()
 
     def _heartbeat(self) -> None:
-        """Renew every held reservation (running, prefetched, or finished but not yet stored)."""
-        live = [res for job_id, res in self._held.items() if job_id not in self._lost]
+        """Renew every held reservation that is running or waiting to run.
+
+        A finished attempt whose outcome the store has not taken yet is not
+        renewed: its outcome is tried for the rest of its lease, then given up,
+        so that no outcome the store keeps failing can hold its job for ever.
+        """
+        waiting = self._settler.waiting()
+        live = [res for job_id, res in self._held.items() if job_id not in self._lost and job_id not in waiting]
         if not live:
             return
+        asked = self.monotonic()
         kept = self._store("extend", lambda: self.driver.extend(live, self.lease))
         # a cancellation reaches held jobs within one heartbeat: waiting ones are skipped, and
         # running ones cancelled with terminate are stopped
@@ -368,6 +356,7 @@ class Worker:
         for res in kept:
             if res.id in self._held:
                 self._held[res.id] = res
+                self._renewed[res.id] = asked
         if len(kept) < len(live):
             renewed = {res.id for res in kept}
             for res in live:
@@ -379,57 +368,28 @@ class Worker:
     # -- store errors ------------------------------------------------------------------------
 
     def _store(self, operation: str, call: Callable[[], T]) -> T | None:
-        """Run one store call; on a `DriverError` log it, signal it, back off, and return None."""
+        """Run one store call; if it raises anything, report it (`_failed_call`) and return None."""
         try:
             result = call()
-        except DriverError as exc:
-            self._errors += 1
-            delay = min(MAX_BACKOFF, max(0.05, min(self.options.sleep, 1.0)) * 2 ** (self._errors - 1))
-            self._backoff_until = time.monotonic() + delay
-            log.warning("store call %s failed (%s); trying again in %.2gs", operation, exc, delay)
-            signals.send(signals.queue_operation_failed, self, worker=self, operation=operation,
-                         error=str(exc), exception=exc, connection=self.connection)
+        except Exception as exc:  # a driver bug or a client's own exception must not end the worker
+            self._failed_call(operation, exc)
             return None
-        self._errors = 0
+        self._call_ok()
         return result
 
+    def _failed_call(self, operation: str, exc: Exception) -> None:
+        """A store call failed: log it, signal it, and back off before the loop calls the store again."""
+        self._errors += 1
+        delay = min(MAX_BACKOFF, max(0.05, min(self.options.sleep, 1.0)) * 2 ** min(self._errors - 1, 16))
+        self._backoff_until = self.monotonic() + delay
+        if isinstance(exc, DriverError):
+            log.warning("store call %s failed (%s); trying again in %.2gs", operation, exc, delay)
+        else:
+            log.error("store call %s raised %s, which is no store error (a driver bug, or data its client "
+                      "refused); handled as a store error, trying again in %.2gs", operation,
+                      type(exc).__name__, delay, exc_info=exc)
+        signals.send(signals.queue_operation_failed, self, worker=self, operation=operation,
+                     error=str(exc), exception=exc, connection=self.connection)
 
-def _settled(driver: Driver, outcomes: list[Outcome]) -> bool:
-    Executor.settle(driver, outcomes)
-    return True
-
-
-def check_worker_driver(bridge: JobBridge, connection: str | None = None) -> None:
-    """Refuse a driver that a worker *process* cannot serve (sync, memory); run its start-up checks."""
-    conn = bridge.settings.connection(connection)
-    driver = bridge.driver(conn.name)
-    if not driver.capabilities.needs_a_worker:
-        raise ConfigurationError(
-            f"connection {conn.name!r} uses the {conn.driver} driver, which runs every job inside "
-            "dispatch(): there is nothing for a worker to take. Configure a driver that stores jobs, "
-            "such as the database driver (JOBBRIDGE_DATABASE_URL=sqlite:///jobs.sqlite3, the default "
-            "when nothing is configured) or redis.")
-    if not driver.capabilities.survives_a_restart:
-        raise ConfigurationError(
-            f"connection {conn.name!r} uses the {conn.driver} driver, whose jobs live in the memory of the "
-            "process that dispatched them: a worker in another process can never see them. Use the "
-            "database driver (SQLite by default) or redis; in tests, run jobs in-process with "
-            "bridge.run_pending() or jobbridge.worker.Worker.")
-    check = getattr(driver, "check_eviction_policy", None)
-    if callable(check):
-        check()
-
-
-def on_stop_signals(handler: Callable[[int, FrameType | None], None]) -> Callable[[], None]:
-    """Route SIGTERM and SIGINT to ``handler`` (on the main thread only); returns what puts them back."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-    for sig in previous:
-        signal.signal(sig, handler)
-
-    def restore() -> None:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
-
-    return restore
+    def _call_ok(self) -> None:
+        self._errors = 0

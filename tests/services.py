@@ -122,3 +122,26 @@ def ensure_kafka() -> str:
 
 def have(binary: str) -> bool:
     return shutil.which(binary) is not None
+
+
+def faketime_env(offset_seconds: float) -> dict[str, str]:
+    """Environment variables that run a child process with its clock ``offset_seconds`` off (libfaketime).
+
+    libfaketime comes from Debian's ``libfaketime`` package, installed here on first use. Both the
+    wall clock and the monotonic clock are shifted by the same constant, as on a host whose clock is
+    simply wrong: durations stay right, deadlines read off the wall clock do not.
+    """
+    library = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
+    if not library.exists():
+        found = list(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+        if not found:
+            done = subprocess.run("apt-get install -y -q libfaketime || (apt-get update -q && "
+                                  "apt-get install -y -q libfaketime)", shell=True, capture_output=True,
+                                  text=True, timeout=600)
+            found = list(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+            if not found:
+                unavailable("libfaketime", f"apt-get install libfaketime failed: {done.stderr[-500:]}")
+        library = found[0]
+    sign = "+" if offset_seconds >= 0 else "-"
+    return {"LD_PRELOAD": str(library), "FAKETIME": f"{sign}{abs(offset_seconds):g}s",
+            "FAKETIME_DONT_RESET": "1", "FAKETIME_NO_CACHE": "1"}

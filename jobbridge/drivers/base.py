@@ -28,6 +28,9 @@ class Capabilities:
     transactional_push: bool
     shared_locks: bool
     blocking_reserve: bool
+    #: the largest encoded envelope the store takes (None: no limit of its own); dispatch refuses a
+    #: larger one with `PayloadTooLarge`, so that no caller retries a push the store can never accept
+    max_message_bytes: int | None = None
 
 
 @runtime_checkable

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
-from jobbridge.errors import NoFailedJob
+from jobbridge.errors import NoFailedJob, PayloadDecodeError
+from jobbridge.setting_schema import RESERVATION, DriverSchema
 
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources
 
-SETTINGS = frozenset({"reservation"})
-REFUSED: Mapping[str, tuple[str, str]] = {}
+#: its settings (`jobbridge.setting_schema`): the reservation alone
+SCHEMA = DriverSchema(fields={"reservation": RESERVATION})
+SETTINGS, REFUSED = SCHEMA.keys, SCHEMA.refused
 
 CAPABILITIES = Capabilities(
     is_deferred=True,
@@ -134,7 +136,7 @@ class MemoryDriver:
             if row is None:
                 return
             del self._rows[reservation.id]
-            env = row.envelope
+            env = reservation.envelope  # a stand-in, when the stored body did not decode
             self._failed[env.id] = FailedJob(
                 env.id, env.queue, env.name, env.attempts, error, self.clock.now(),
                 reservation.stored_body(),
@@ -171,14 +173,19 @@ class MemoryDriver:
             if id_or_all != "all" and id_or_all not in self._failed:
                 raise NoFailedJob(f"there is no failed job with id {id_or_all}")
             now = self.clock.now()
+            retried = 0
             for job_id in ids:
-                failed = self._failed.pop(job_id)
-                env = Envelope.decode(failed.body).replace(attempts=0, available_at=now, unique_key=None)
-                row = _Row(env, now)
+                try:
+                    env = Envelope.decode(self._failed[job_id].body)
+                except PayloadDecodeError:
+                    continue  # a body that never was a job: it would only be failed again
+                del self._failed[job_id]
+                row = _Row(env.replace(attempts=0, available_at=now, unique_key=None), now)
                 self._rows[env.id] = row
                 self._enqueue(row, now)
+                retried += 1
             self._cond.notify_all()
-            return len(ids)
+            return retried
 
     def flush_failed(self) -> int:
         with self._cond:

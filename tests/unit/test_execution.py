@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from jobbridge import JobBridge, JobContext, signals
+from jobbridge import JobBridge, JobContext, limits, payload, signals
 from jobbridge.envelope import Envelope, Reservation
 from jobbridge.execution import Executor
 from jobbridge.testing.clock import FixedClock
 from tests.unit import jobs
-from tests.unit.jobs import RAN, AsyncJob, Control, Flaky, Notify, Spin
+from tests.unit.jobs import RAN, AsyncJob, Control, Flaky, Later, Notify, Spin
 
 
 @pytest.fixture(autouse=True)
@@ -127,6 +128,40 @@ def test_an_attempt_past_its_tries_is_failed_not_run(bridge: JobBridge) -> None:
     outcome = bridge.executor().run(Reservation(env.replace(attempts=6), None, 0.0))
     assert outcome.action == "fail" and "attempts exhausted" in outcome.error
     assert RAN == []
+
+
+def test_an_attempt_numbered_below_one_is_failed_not_run(bridge: JobBridge) -> None:
+    env = bridge.envelope(Notify(post_id=1))
+    for attempt in (0, -5):
+        outcome = bridge.executor().run(Reservation(env.replace(attempts=attempt), None, 0.0))
+        assert (outcome.action, outcome.label) == ("fail", "discarded") and "below 1" in outcome.error
+    assert RAN == []
+
+
+@pytest.mark.parametrize("error", [AttributeError("'int' object has no attribute 'replace'"),
+                                   KeyError("sk-live-SECRET"), RecursionError()])
+def test_whatever_decoding_raises_the_job_is_failed_once_never_released(
+        bridge: JobBridge, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    def broken(cls: type, data: Any) -> Any:
+        raise error
+
+    monkeypatch.setattr(payload, "decode", broken)
+    bridge.dispatch(Notify(post_id=1))
+    stats = bridge.run_pending(all_queues(bridge))
+    assert (stats.failed, stats.released) == (1, 0), "a payload that does not decode is a permanent failure"
+    (failed,) = bridge.driver().failed_jobs()
+    assert failed.error == (f"PayloadDecodeError: the payload could not be decoded ({type(error).__name__} "
+                            "while decoding it)"), "the type only: another's message may quote the value"
+    assert RAN == []
+
+
+def test_a_release_delay_is_clamped_to_what_a_store_can_hold(bridge: JobBridge) -> None:
+    bridge.register(Later)
+    for asked, kept in ((1e12, limits.MAX_RELEASE_DELAY), (math.inf, limits.MAX_RELEASE_DELAY),
+                        (math.nan, 0.0), (-3.0, 0.0), (5.0, 5.0)):
+        env = bridge.envelope(Later(delay=0.0)).replace(payload={"delay": asked}, attempts=1)
+        outcome = bridge.executor().run(Reservation(env, None, 0.0))
+        assert (outcome.action, outcome.delay) == ("release", kept), asked
 
 
 def test_signals_carry_the_job_class_and_errors(bridge: JobBridge, jobbridge_clock: FixedClock) -> None:

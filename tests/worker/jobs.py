@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 
 from jobbridge import Backoff, Job, JobContext
 
@@ -102,4 +103,13 @@ class Signals(Job, name="worker.signals", timeout=120):
         RAN.append(("signals.done", ctx.attempt))
 
 
-ALL = [Noop, OnQueue, Fails, Spin, Stuck, Block, Together, Async, Signals]
+class Keyed(Job, name="worker.keyed"):
+    """A payload with a UUID field: a stored integer there once raised AttributeError, not a decode error."""
+
+    ref: uuid.UUID
+
+    def handle(self, ctx: JobContext) -> None:
+        RAN.append(("keyed", str(self.ref)))
+
+
+ALL = [Noop, OnQueue, Fails, Spin, Stuck, Block, Together, Async, Signals, Keyed]
