@@ -374,7 +374,7 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
 def test_the_module_follows_the_driver_convention(tmp_path: Path) -> None:
     module = load("database")
     assert module.SETTINGS == SETTINGS == {"url", "reservation"}
-    for key, (why, instead) in REFUSED.items():
+    for key, (why, instead, _) in REFUSED.items():
         assert key not in SETTINGS and why and instead
     assert {"table", "retry_after", "after_commit", "connection"} <= set(REFUSED)
     clock = FixedClock()

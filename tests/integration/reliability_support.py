@@ -67,12 +67,12 @@ class Workers:
         self.vars["PYTHONUNBUFFERED"] = "1"
         self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
 
-    def start(self, *args: str) -> subprocess.Popen[bytes]:
+    def start(self, *args: str, app: str = APP) -> subprocess.Popen[bytes]:
         script = Path(sys.executable).with_name("jobbridge")
         command = [str(script)] if script.exists() else [sys.executable, "-m", "jobbridge.cli"]
         log = self.tmp / f"worker-{len(self.procs)}.log"
         out: IO[bytes] = log.open("wb")
-        proc = subprocess.Popen([*command, "worker", "-A", APP, *args],
+        proc = subprocess.Popen([*command, "worker", "-A", app, *args],
                                 cwd=REPO, env=self.vars, stdout=out, stderr=subprocess.STDOUT)
         out.close()
         self.procs.append((proc, log))

@@ -4,18 +4,25 @@ A reserve call writes one fresh token on every row it claims; the receipt is
 ``(id, token)``, and acknowledge, release, fail and extend touch a row only
 while its token still matches. So a worker whose lease lapsed, and whose job
 was reclaimed and handed to another, can no longer finish or keep that job.
+
+Every deadline (a lease, a release's due time, a lock's expiry) is read off
+the database server's clock (`server_clock`), so workers whose own clocks
+disagree still agree on when a lease lapsed. No one row can stop a queue: a
+body that does not decode, or an attempt count out of range, is handed out to
+be failed (`jobbridge.envelope.reservation_from_body`), and the failed store
+takes every outcome (`failed.move`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
@@ -33,27 +40,32 @@ from sqlalchemy import (
 )
 from sqlalchemy.sql.elements import ColumnElement
 
-from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.database import failed, migrations
-from jobbridge.drivers.database.claims import ClaimedRow, claim_for
-from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, SQLITE, build_engine, describe, parse_url
+from jobbridge.drivers.database.claims import ClaimedRow, claim_for, reservation_of
+from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, build_engine, describe, parse_url
 from jobbridge.drivers.database.failures import translated, write_transaction
+from jobbridge.drivers.database.joined import joined_connection
+from jobbridge.drivers.database.limits import encoded, max_message_bytes, packet_limit
 from jobbridge.drivers.database.locks import Locks
 from jobbridge.drivers.database.schema import jobs
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id, undecodable
-from jobbridge.errors import PayloadDecodeError
+from jobbridge.drivers.database.server_clock import server_clock
+from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 
 if TYPE_CHECKING:
     from jobbridge.drivers.database.listen import Listener
 
 T = TypeVar("T")
+log = logging.getLogger("jobbridge.drivers.database")
 
 _PUSHED = ("id", "queue", "name", "body", "attempts", "available_at", "created_at")
 _NOTIFY = text("SELECT pg_notify('jobbridge_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q")
 _IS_HELD = (jobs.c.id == bindparam("job_id")) & (jobs.c.token == bindparam("held_token"))
 _RELEASE = update(jobs).where(_IS_HELD).values(token=None, reserved_until=None, available_at=bindparam("due"))
 _FORGET = delete(jobs).where(_IS_HELD)
+# locks the held row (SQLite: the write lock is held already) until it is copied and deleted
+_HOLDS = select(jobs.c.id).where(_IS_HELD).with_for_update()
 _RECLAIM = (
     update(jobs)
     .where(jobs.c.reserved_until <= bindparam("now"))
@@ -61,6 +73,7 @@ _RECLAIM = (
 )
 # min() is read off the lease index's first entry on every dialect, whatever the planner's statistics
 _EARLIEST_LEASE = select(func.min(jobs.c.reserved_until))
+_MAX_PACKET = text("SELECT @@max_allowed_packet")
 _PENDING = select(func.count()).select_from(jobs).where(jobs.c.queue == bindparam("queue"))
 
 
@@ -85,14 +98,15 @@ class DatabaseDriver:
     def __init__(self, url: str, *, reservation: float = 60.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self.url = parse_url(url)
         self.reservation = reservation
-        self.clock = clock
         self.engine = build_engine(self.url)
         self.dialect: str = self.engine.dialect.name
+        self.clock = server_clock(self.engine, self.dialect, clock)
+        self.max_message_bytes = max_message_bytes(self.dialect)
         self.capabilities = Capabilities(
             is_deferred=True, survives_a_restart=True, needs_a_worker=True,
             may_lose_an_accepted_job=False, delayed_push=True, per_message_release=True,
             priorities=True, transactional_push=True, shared_locks=True,
-            blocking_reserve=self.dialect == POSTGRESQL,
+            blocking_reserve=self.dialect == POSTGRESQL, max_message_bytes=self.max_message_bytes,
         )
         self._claim = claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
@@ -131,10 +145,11 @@ class DatabaseDriver:
     def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
         if not envelopes:
             return
-        rows = [
-            (env.id, env.queue, env.name, env.encode(), env.attempts, env.available_at, env.created_at)
-            for env in envelopes
-        ]
+        # available_at was read off the dispatching process's clock: place it on the server's
+        shift = offset_of(self.clock)
+        limit = self.max_message_bytes
+        rows = [(env.id, env.queue, env.name, encoded(env, limit, self.dialect), env.attempts,
+                 env.available_at + shift, env.created_at) for env in envelopes]
         queues = [env.queue for env in envelopes] if self.dialect == POSTGRESQL else []
 
         def insert(conn: Connection) -> None:
@@ -149,29 +164,8 @@ class DatabaseDriver:
             insert(conn)
 
     def _joined(self, transaction: object) -> Connection:
-        """The caller's connection, checked to be on this driver's kind of database."""
-        # imported here: only a transactional dispatch needs the ORM, and a worker never does
-        from sqlalchemy.orm import Session, scoped_session
-
-        if isinstance(transaction, Session | scoped_session):
-            conn = transaction.connection()
-        elif isinstance(transaction, Connection):
-            conn = transaction
-        else:
-            raise TypeError(
-                f"transaction= takes a SQLAlchemy Connection or Session, not {type(transaction).__name__}"
-            )
-        theirs = conn.engine.url
-        # Only the kind of database and a SQLite file can be told from a URL; two names
-        # for one server cannot, so a server database is trusted to be the driver's.
-        same_file = self.dialect != SQLITE or Path(theirs.database or "").absolute() == Path(
-            self.url.database or "")
-        if conn.dialect.name != self.dialect or not same_file:
-            raise ValueError(
-                f"transaction= is on {theirs.render_as_string()} but this driver stores jobs in "
-                f"{self.describe()}: a push can join only a transaction on the driver's own database"
-            )
-        return conn
+        """The caller's connection, checked to be on this driver's database."""
+        return joined_connection(transaction, self.dialect, self.url, self.describe())
 
     # -- reserve ------------------------------------------------------------
 
@@ -196,7 +190,7 @@ class DatabaseDriver:
                     break
             return claimed
 
-        return [_reservation(row, token, until, now) for row in self._write("reserve jobs", claim)]
+        return [reservation_of(row, token, until, now) for row in self._write("reserve jobs", claim)]
 
     def _reserve_waiting(self, queues: Sequence[str], limit: int, wait: float) -> list[Reservation]:
         listener = self._listen()
@@ -245,12 +239,14 @@ class DatabaseDriver:
     def fail(self, reservation: Reservation, error: str) -> None:
         job_id, token = reservation.receipt
         env = reservation.envelope
-        record = FailedJob(job_id, env.queue, env.name, env.attempts, error, self.clock.now(),
-                           reservation.stored_body())
+        # the body is copied from the job's row by the server (failed.move), never sent again
+        record = FailedJob(job_id, env.queue, env.name, env.attempts, error, self.clock.now(), b"")
+        held = {"job_id": job_id, "held_token": token}
 
         def move(conn: Connection) -> None:
-            if conn.execute(_FORGET, {"job_id": job_id, "held_token": token}).rowcount:
-                failed.record(conn, record)
+            if conn.execute(_HOLDS, held).first() is not None:
+                failed.move(conn, record, self.dialect)
+                conn.execute(_FORGET, held)
 
         self._write("fail a job", move)
 
@@ -297,8 +293,10 @@ class DatabaseDriver:
             return failed.newest(conn, limit)
 
     def retry_failed(self, id_or_all: str) -> int:
+        now = self.clock.now()  # read before the transaction: the server's clock takes a connection of its own
+
         def retry(conn: Connection) -> list[str]:
-            queues = failed.retry_batch(conn, id_or_all, self.clock.now())
+            queues = failed.retry_batch(conn, id_or_all, now)
             self._notify(conn, queues)
             return queues
 
@@ -342,8 +340,22 @@ class DatabaseDriver:
         self._write("release a unique lock", lambda conn: self._locks.release(conn, key=key, owner=owner))
 
     def migrate(self) -> None:
+        now = self.clock.now()
         with translated("migrate the jobbridge tables"):
-            migrations.migrate(self.engine, self.clock.now())
+            migrations.migrate(self.engine, now)
+            if self.dialect == MYSQL:
+                self._fit_packet()
+
+    def _fit_packet(self) -> None:
+        """Lower the size limit to what this MariaDB server's ``max_allowed_packet`` lets through."""
+        with self.engine.connect() as conn:
+            packet = int(conn.execute(_MAX_PACKET).scalar_one())
+        limit = packet_limit(packet)
+        if limit < self.max_message_bytes:
+            log.warning("this MariaDB server's max_allowed_packet is %d bytes: jobs are limited to %d bytes "
+                        "encoded (raise it to 16 MiB for the database driver's 6 MiB)", packet, limit)
+        self.max_message_bytes = limit
+        self.capabilities = dataclasses.replace(self.capabilities, max_message_bytes=limit)
 
     def describe(self) -> str:
         return describe(self.url)
@@ -360,18 +372,6 @@ def _counts_query(now: float) -> Select[Any]:
     reserved = func.sum(case((jobs.c.reserved_until.is_not(None), 1), else_=0))
     delayed = func.sum(case((and_(jobs.c.reserved_until.is_(None), jobs.c.available_at > now), 1), else_=0))
     return select(jobs.c.queue, func.count(), reserved, delayed).group_by(jobs.c.queue).order_by(jobs.c.queue)
-
-
-def _reservation(row: ClaimedRow, token: str, until: float, now: float) -> Reservation:
-    """The reservation for a claimed row; an undecodable body is handed out to be failed."""
-    body = row.body if isinstance(row.body, bytes) else bytes(row.body)
-    try:
-        # the column counts attempts; the body keeps the value it was pushed with
-        env = Envelope.decode(body, attempts=row.attempts)
-    except PayloadDecodeError as exc:
-        stand_in = undecodable(id=row.id, queue=row.queue, attempts=row.attempts, now=now)
-        return Reservation(stand_in, (row.id, token), until, body=body, decode_error=str(exc))
-    return Reservation(env, (row.id, token), until)
 
 
 def _after_fork_in_child(driver: DatabaseDriver) -> None:

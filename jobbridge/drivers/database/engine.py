@@ -16,6 +16,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from jobbridge.errors import ConfigurationError
+from jobbridge.redaction import mask_url, quoted
 
 #: the dialect names the driver speaks, as SQLAlchemy reports them
 SQLITE, POSTGRESQL, MYSQL = "sqlite", "postgresql", "mysql"
@@ -36,12 +37,12 @@ def parse_url(url: str) -> URL:
     """The SQLAlchemy URL for a jobbridge database URL, with the DBAPI jobbridge uses."""
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise ConfigurationError(f"the database url {url!r} is not a URL: {exc}") from None
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        raise ConfigurationError(f"the database url {quoted(url)} is not a URL: {mask_url(str(exc))}") from None
     backend, _, dbapi = parsed.drivername.partition("+")
     if backend not in _DEFAULT_DBAPI:
         raise ConfigurationError(
-            f"the database driver does not speak {backend!r} (in {url!r}); "
+            f"the database driver does not speak {quoted(backend)} (in {quoted(url)}); "
             "use sqlite:///path, postgresql://... or mysql://..."
         )
     drivername = f"{_DEFAULT_DBAPI[backend].split('+')[0]}+{dbapi}" if dbapi else _DEFAULT_DBAPI[backend]
@@ -57,19 +58,19 @@ def _sqlite_file(parsed: URL, url: str) -> URL:
     database = parsed.database or ""
     if database in ("", ":memory:") or database.startswith("file::memory:"):
         raise ConfigurationError(
-            f"{url!r} is an in-memory SQLite database, private to one connection; "
+            f"{quoted(url)} is an in-memory SQLite database, private to one connection; "
             "use a file (sqlite:///path/jobs.sqlite3) or the memory:// driver"
         )
     return parsed.set(database=str(Path(database).expanduser().absolute()))
 
 
 def describe(url: URL) -> str:
-    """``sqlite at /abs/path`` or ``postgresql at postgresql://user@host/db``: never the password."""
+    """``sqlite at /abs/path`` or ``postgresql at postgresql://user@host/db``: never a password, even in the query."""
     backend = url.get_backend_name()
     if backend == SQLITE:
         return f"sqlite at {url.database}"
     public = url.set(drivername=backend)._replace(password=None)
-    return f"{backend} at {public.render_as_string(hide_password=True)}"
+    return f"{backend} at {mask_url(public.render_as_string(hide_password=True))}"
 
 
 def build_engine(url: URL) -> Engine:
@@ -77,7 +78,8 @@ def build_engine(url: URL) -> Engine:
     backend = url.get_backend_name()
     if backend == SQLITE:
         return _sqlite_engine(url)
-    options: dict[str, Any] = {"pool_pre_ping": True}
+    # hide_parameters: an error quotes the statement, never the values bound to it (a payload)
+    options: dict[str, Any] = {"pool_pre_ping": True, "hide_parameters": True}
     if backend == MYSQL:
         # READ COMMITTED: a locking read takes no gap locks, so a claim never blocks a push
         options.update(isolation_level="READ COMMITTED", pool_recycle=3600)
@@ -86,7 +88,7 @@ def build_engine(url: URL) -> Engine:
 
 def _sqlite_engine(url: URL) -> Engine:
     Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT}, hide_parameters=True)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:

@@ -2,6 +2,12 @@
 
 A failed row keeps the job's id, so ``retry_failed`` puts the same job back
 and the id a user saw in a log or an alert still finds it.
+
+The failed store must take every outcome, or the worker that cannot store one
+holds its whole batch: so a failed row's name and queue are cut to fit their
+columns, its error text to `limits.ERROR_CHARS`, and its body is copied by
+the server from the job's own row (`move`), never sent again by the client,
+so a body as large or as odd as the jobs table took is taken here too.
 """
 
 from __future__ import annotations
@@ -9,9 +15,26 @@ from __future__ import annotations
 from contextlib import suppress
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Insert,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    bindparam,
+    cast,
+    delete,
+    func,
+    insert,
+    select,
+)
 
+from jobbridge.drivers.database.engine import SQLITE
+from jobbridge.drivers.database.limits import fitted, fitted_error
 from jobbridge.drivers.database.schema import failed_jobs, jobs
+from jobbridge.drivers.database.types import TIME
 from jobbridge.envelope import Envelope, FailedJob
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
 
@@ -19,7 +42,6 @@ from jobbridge.errors import NoFailedJob, PayloadDecodeError
 RETRY_BATCH = 500
 
 _FORGET = delete(failed_jobs).where(failed_jobs.c.id == bindparam("job_id"))
-_RECORD = insert(failed_jobs)
 _COUNT = select(func.count()).select_from(failed_jobs)
 _NEWEST = (
     select(failed_jobs.c.id, failed_jobs.c.queue, failed_jobs.c.name, failed_jobs.c.attempts,
@@ -30,13 +52,32 @@ _NEWEST = (
 _PICK = select(failed_jobs.c.id, failed_jobs.c.queue, failed_jobs.c.name, failed_jobs.c.body)
 
 
-def record(conn: Connection, failed: FailedJob) -> None:
-    """Store one failed job, replacing an older failure of the same id."""
+def _move(body: ColumnElement[Any]) -> Insert:
+    copied = select(jobs.c.id, bindparam("f_queue", type_=String()), bindparam("f_name", type_=String()),
+                    bindparam("f_attempts", type_=Integer()), bindparam("f_error", type_=Text()),
+                    bindparam("f_failed_at", type_=TIME), body).where(jobs.c.id == bindparam("job_id"))
+    return insert(failed_jobs).from_select(
+        ["id", "queue", "name", "attempts", "error", "failed_at", "body"], copied)
+
+
+_MOVE = _move(jobs.c.body)
+# SQLite keeps any type in any column: a TEXT body becomes the bytes every reader expects
+_MOVE_SQLITE = _move(cast(jobs.c.body, LargeBinary))
+
+
+def _fitted(failed: FailedJob) -> dict[str, object]:
+    return {"job_id": failed.id, "f_queue": fitted(failed.queue), "f_name": fitted(failed.name),
+            "f_attempts": failed.attempts, "f_error": fitted_error(failed.error), "f_failed_at": failed.failed_at}
+
+
+def move(conn: Connection, failed: FailedJob, dialect: str) -> None:
+    """Copy a job's row into the failed store, replacing an older failure of the same id.
+
+    The caller holds the job's row (and deletes it after): the body is the
+    one stored, copied by the server; ``failed.body`` is not sent.
+    """
     conn.execute(_FORGET, {"job_id": failed.id})
-    conn.execute(_RECORD, {
-        "id": failed.id, "queue": failed.queue, "name": failed.name, "attempts": failed.attempts,
-        "error": failed.error, "failed_at": failed.failed_at, "body": failed.body,
-    })
+    conn.execute(_MOVE_SQLITE if dialect == SQLITE else _MOVE, _fitted(failed))
 
 
 def newest(conn: Connection, limit: int) -> list[FailedJob]:

@@ -1,7 +1,8 @@
 """The database driver's tables, as one SQLAlchemy `MetaData` an app's Alembic can include.
 
-Times are float epoch seconds from the driver's clock (never the server's
-``NOW()``), stored as DOUBLE so that tests cross leases by moving the clock.
+Times are float epoch seconds from the driver's clock (the server's, sampled
+by `server_clock`, or a test's injected one), stored as DOUBLE so that tests
+cross leases by moving the clock; no statement calls ``NOW()`` itself.
 A row of ``jobbridge_jobs`` is *reserved* while ``token`` is set; its
 ``reserved_until`` is then the lease deadline, and both are NULL otherwise.
 """

@@ -11,7 +11,7 @@ from sqlalchemy.dialects import mysql
 BODY = LargeBinary().with_variant(mysql.LONGBLOB(), "mysql", "mariadb")
 ERROR_TEXT = Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 LONG_TEXT = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
-# Times are float epoch seconds from the injected clock, never the server's NOW().
+# Times are float epoch seconds from the driver's clock (see server_clock), bound as parameters.
 TIME: Double[float] = Double(asdecimal=False)
 MYSQL_TABLE: dict[str, Any] = {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4",
                                "mariadb_engine": "InnoDB", "mariadb_charset": "utf8mb4"}
