@@ -36,6 +36,18 @@ def inject_undecodable(driver: RedisDriver, queue: str, body: bytes) -> None:
     driver.client.xadd(driver.keys.stream(queue), {"id": new_id(), "body": body, "attempts": 0})
 
 
+def write_entry(driver: RedisDriver, clock: FixedClock, queue: str, fields: dict[str, Any]) -> str:
+    """An entry written straight onto a queue's stream, as anything but this driver might; its entry id.
+
+    ``fields`` start from a good job's (id, body, attempts 0); a value of None drops that field.
+    """
+    job_id = new_id()
+    body = make_envelope(clock, queue=queue, id=job_id).encode()
+    written = {k: v for k, v in {"id": job_id, "body": body, "attempts": "0", **fields}.items() if v is not None}
+    driver.client.sadd(driver.keys.queues, queue)
+    return str(driver.client.xadd(driver.keys.stream(queue), written).decode())
+
+
 def envelope_now(**fields: Any) -> Envelope:
     """An envelope due by the real clock, for tests on the system clock."""
     return make_envelope(FixedClock(SYSTEM_CLOCK.now()), **fields)

@@ -10,18 +10,34 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 import redis
 
-from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.clock import SYSTEM_CLOCK, Clock, StoreClock
 from jobbridge.drivers import Resources, driver_for_url, load
 from jobbridge.drivers.redis import REFUSED, SETTINGS, RedisDriver, check_eviction_policy
+from jobbridge.drivers.redis.entries import MAX_MESSAGE_BYTES, chunks
 from jobbridge.drivers.redis.keys import CONSUMER, GROUP
 from jobbridge.drivers.redis.settings import RedisSettings, parse_settings
-from jobbridge.errors import ConfigurationError, DriverError, DriverUnavailable, RefusedSetting
+from jobbridge.errors import (
+    ConfigurationError,
+    DriverError,
+    DriverUnavailable,
+    NoFailedJob,
+    RefusedSetting,
+    StoreRefused,
+)
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import DriverContract, make_envelope
-from tests.drivers.redis_helpers import drop_keys, envelope_now, inject_undecodable, make_driver, worker_that_dies
+from tests.drivers.redis_helpers import (
+    drop_keys,
+    envelope_now,
+    inject_undecodable,
+    make_driver,
+    worker_that_dies,
+    write_entry,
+)
 from tests.drivers.redis_server import own_redis
 from tests.services import ensure_redis
 
@@ -397,7 +413,7 @@ def test_settings_are_exactly_the_declared_keys() -> None:
     ],
 )
 def test_foreign_settings_are_refused_with_what_to_write_instead(key: str, instead: str) -> None:
-    why, write_instead = REFUSED[key]
+    why, write_instead, _ = REFUSED[key]
     assert why and instead in write_instead
     with pytest.raises(RefusedSetting, match=key):
         parse_settings({"url": "redis://localhost/1", key: 1})
@@ -429,5 +445,271 @@ def test_the_registry_opens_it_by_url_scheme(redis_url: str, prefix: str, clock:
 def test_describe_names_the_url_without_its_password(prefix: str, clock: FixedClock) -> None:
     driver = make_driver("redis://app:s3cret@cache.internal:6380/3", prefix, clock)
     text = driver.describe()
-    assert "s3cret" not in text and "app@cache.internal:6380/3" in text and prefix in text
+    assert "s3cret" not in text and "app:***@cache.internal:6380/3" in text and prefix in text
     driver.close()
+
+
+# -- entries that are no job: each a stand-in to fail, never an exception (issue 9) ------------
+
+SECRET = "hunter2-in-a-field"
+
+
+def spoiled_body(clock: FixedClock, field: str, literal: bytes) -> bytes:
+    """A good body with one field's value replaced by a literal (orjson writes neither NaN nor 70-bit ints)."""
+    data = orjson.loads(make_envelope(clock).encode())
+    data[field] = 1.5
+    return orjson.dumps(data).replace(b'"%s":1.5' % field.encode(), b'"%s":%s' % (field.encode(), literal))
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason", "named_by"),
+    [
+        ({"id": b"\xff\xfe" + SECRET.encode()}, "'id' field is not utf-8 text", "entry"),
+        ({"id": ""}, "'id' field: expected", "entry"),
+        ({"attempts": str(2**70)}, "'attempts' field: expected a count", "id"),
+        ({"attempts": "-3"}, "'attempts' field: expected a count", "id"),
+        ({"attempts": "1e3"}, "'attempts' field: expected a count", "id"),
+        ({"attempts": "2147483647"}, "'attempts' field: expected a count", "id"),
+        ({"id": None}, "no 'id' field", "entry"),
+        ({"body": None}, "no 'body' field", "id"),
+        ({"attempts": None}, "no 'attempts' field", "id"),
+        ({"id": None, "body": None, "attempts": None, SECRET: SECRET}, "no 'id' or 'body' or 'attempts'", "entry"),
+        ({SECRET: SECRET}, "1 field(s) this driver never writes", "id"),
+        ({"id": SECRET}, "not the id in its body", "id"),
+        ({"body": b"\xff{" + SECRET.encode()}, "not json", "id"),
+    ],
+)
+def test_an_entry_that_is_no_job_is_failed_once_with_its_reason_beside_good_jobs(
+    driver: RedisDriver, clock: FixedClock, fields: dict[str, object], reason: str, named_by: str,
+) -> None:
+    before, after = make_envelope(clock), make_envelope(clock)
+    driver.push([before])
+    entry_id = write_entry(driver, clock, "default", fields)
+    driver.push([after])
+    got = driver.reserve(["default"], 10)
+    assert [r.id for r in got if r.decode_error is None] == [before.id, after.id]
+    (bad,) = [r for r in got if r.decode_error is not None]
+    assert reason in bad.decode_error.lower() and SECRET not in bad.decode_error  # type: ignore[union-attr]
+    stored = driver.client.xrange(driver.keys.stream("default"), entry_id, entry_id)[0][1]
+    expected_id = entry_id if named_by == "entry" else stored[b"id"].decode()
+    assert bad.id == expected_id and bad.attempt == 1
+    driver.fail(bad, bad.decode_error or "")
+    driver.acknowledge([r for r in got if r is not bad])
+    (failed,) = driver.failed_jobs(10)
+    assert (failed.id, failed.error, failed.body) == (expected_id, bad.decode_error, stored.get(b"body", b""))
+    assert driver.counts() == [] and driver.client.zcard(driver.keys.leases) == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "literal", "reason"),
+    [
+        ("attempts", b"%d" % 2**70, "attempts"),  # orjson could not write it back: it once crashed the worker
+        ("attempts", b"-5", "attempts"),
+        ("available_at", b'"NaN"', "available_at"),
+        ("available_at", b"-1e18", "available_at"),
+        ("unique_key", b'{"key":[1,2]}', "unique_key"),
+    ],
+)
+def test_a_body_out_of_range_is_a_stand_in_too(
+    driver: RedisDriver, clock: FixedClock, field: str, literal: bytes, reason: str,
+) -> None:
+    body = spoiled_body(clock, field, literal)
+    write_entry(driver, clock, "default", {"body": body})
+    (res,) = driver.reserve(["default"], 1)
+    assert res.decode_error and reason in res.decode_error
+    driver.fail(res, res.decode_error)
+    (failed,) = driver.failed_jobs(1)
+    assert failed.body == body, "the failed store keeps the body exactly as stored, never re-encoded"
+
+
+def test_a_bad_entry_read_by_a_blocking_reserve_is_a_stand_in(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.reserve(["default"], 1)  # the group exists, so the blocking read sees what comes next
+    write_entry(driver, clock, "default", {"id": b"\xff", "attempts": "x"})
+    (res,) = driver._block(["default"], 5, 1.0)
+    assert res.decode_error and "utf-8" in res.decode_error.lower() and res.attempt == 1
+    assert driver.extend([res], 60), "its lease was recorded like any other"
+
+
+def test_release_and_reclaim_put_a_bad_entry_back_as_it_was(driver: RedisDriver, clock: FixedClock) -> None:
+    """Only a count is counted on: the fields that made it a stand-in come back for the next reserve to name."""
+    write_entry(driver, clock, "default", {"attempts": "seven", "colour": SECRET})
+    (res,) = driver.reserve(["default"], 1)
+    driver.release(res, 30)  # not into the delayed set, whose members hold only the three fields
+    (res,) = driver.reserve(["default"], 1)
+    assert res.decode_error and "never writes" in res.decode_error
+    clock.advance(61)
+    assert driver.reclaim_expired() == 1
+    (res,) = driver.reserve(["default"], 1)
+    (entry,) = driver.client.xrange(driver.keys.stream("default"))
+    assert entry[1][b"attempts"] == b"seven" and entry[1][b"colour"] == SECRET.encode()
+    write_entry(driver, clock, "other", {"colour": "red"})  # a count beside a foreign field still counts
+    (other,) = driver.reserve(["other"], 1)
+    clock.advance(61)
+    driver.reclaim_expired()
+    (again,) = driver.reserve(["other"], 1)
+    assert again.attempt == other.attempt + 1 == 2 and again.decode_error == other.decode_error
+
+
+def test_a_delayed_member_it_never_wrote_is_promoted_to_be_failed(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.push([make_envelope(clock)])
+    driver.client.zadd(driver.keys.delayed("default"), {b"\xffgarbage": 0, b"99999999999:3:abc{}": 0})
+    got = driver.reserve(["default"], 10)
+    assert len(got) == 3 and sum(r.decode_error is None for r in got) == 1
+    reasons = sorted(r.decode_error or "" for r in got if r.decode_error)
+    assert "'attempts' field" in reasons[0] and "'id' field" in reasons[1]
+    for res in got:
+        if res.decode_error:
+            driver.fail(res, res.decode_error)
+    assert driver.failed_count() == 2 and {f.body for f in driver.failed_jobs(2)} == {b"\xffgarbage", b"{}"}
+
+
+def test_reclaim_puts_back_an_entry_of_thousands_of_fields(driver: RedisDriver, clock: FixedClock) -> None:
+    write_entry(driver, clock, "default", {f"f{i}": "x" for i in range(5000)})
+    (res,) = driver.reserve(["default"], 1)
+    assert res.decode_error and "5000 field(s)" in res.decode_error
+    clock.advance(61)
+    assert driver.reclaim_expired() == 1  # more fields than Lua's unpack() takes: cut to what names it
+    (again,) = driver.reserve(["default"], 1)
+    assert again.id == res.id and again.attempt == 2 and "never writes" in (again.decode_error or "")
+
+
+def test_a_blocking_read_leaves_such_an_entry_for_the_sweep(
+    open_driver: Callable[..., RedisDriver], clock: FixedClock
+) -> None:
+    driver = open_driver(clock, reservation=0.2)
+    driver.reserve(["high", "low"], 1)  # the groups exist, so the blocking read sees what comes next
+    driver.push([make_envelope(clock, queue="high")])
+    write_entry(driver, clock, "low", {f"f{i}": "x" for i in range(5000)})
+    (res,) = driver._block(["high", "low"], 1, 1.0)  # the surplus cannot be handed back whole
+    driver.acknowledge([res])
+    time.sleep(0.3)
+    assert driver.reclaim_expired() == 1
+    (bad,) = driver.reserve(["low"], 1)
+    assert bad.attempt == 2 and "never writes" in (bad.decode_error or "")
+
+
+def test_reclaim_drops_lease_members_it_never_wrote(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.push([make_envelope(clock)])
+    (res,) = driver.reserve(["default"], 1)
+    driver.client.zadd(driver.keys.leases, {b"no-space": 0, b"\xff\xfe default": 0, b"abc default": 0,
+                                            b"1-1 nowhere": 0})
+    clock.advance(61)
+    assert driver.reclaim_expired() == 2  # the real lapsed lease, and the member naming a gone entry
+    assert driver.client.zcard(driver.keys.leases) == 0
+    (again,) = driver.reserve(["default"], 1)
+    assert again.id == res.id and again.attempt == 2
+
+
+def test_counts_and_reclaim_pass_over_names_they_did_not_write(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.push([make_envelope(clock)])
+    driver.client.sadd(driver.keys.queues, b"\xff\xfe", "not-a-stream")
+    driver.client.set(driver.keys.stream("not-a-stream"), "a string")
+    assert [c.queue for c in driver.counts()] == ["default"]
+    assert driver.reclaim_expired() == 0
+
+
+def test_the_failed_store_reads_hashes_it_did_not_write(driver: RedisDriver) -> None:
+    driver.client.zadd(driver.keys.failed, {"partial": 2, b"\xff\xfe": 1})
+    driver.client.hset(driver.keys.failed_job("partial"), mapping={"name": b"\xffname", "attempts": "many"})
+    driver.client.hset(driver.keys.failed_job("").encode() + b"\xff\xfe", mapping={"queue": b"\xff"})
+    driver.client.zadd(driver.keys.failed, {"queue-not-text": 0})
+    driver.client.hset(driver.keys.failed_job("queue-not-text"), mapping={"queue": b"\xff", "body": b"{}"})
+    (partial, foreign, _) = driver.failed_jobs(10)
+    assert (partial.id, partial.name, partial.attempts, partial.body) == ("partial", "\ufffdname", 0, b"")
+    assert foreign.queue == "\ufffd"
+    assert driver.retry_failed("all") == 0  # none names a queue to go back to
+    with pytest.raises(NoFailedJob):
+        driver.retry_failed("partial")
+    assert driver.flush_failed() == 3 and driver.failed_count() == 0
+    assert driver.client.exists(driver.keys.failed_job("").encode() + b"\xff\xfe") == 0
+
+
+def test_fail_stores_an_error_no_utf8_encoder_takes(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.push([make_envelope(clock)])
+    (res,) = driver.reserve(["default"], 1)
+    driver.fail(res, "boom \udc80")
+    (failed,) = driver.failed_jobs(1)
+    assert failed.error == "boom \\udc80"
+
+
+# -- what push refuses: StoreRefused, a DriverError no retry can help ----------------------------
+
+
+def test_push_refuses_a_job_over_the_size_limit_and_stores_none_of_its_batch(
+    driver: RedisDriver, clock: FixedClock
+) -> None:
+    assert driver.capabilities.max_message_bytes == MAX_MESSAGE_BYTES == 8 * 1024 * 1024
+    small = make_envelope(clock)
+    big = make_envelope(clock, payload={"blob": "x" * MAX_MESSAGE_BYTES})
+    with pytest.raises(StoreRefused, match="at most 8388608") as caught:
+        driver.push([small, big])
+    assert not isinstance(caught.value, DriverUnavailable) and "xxxx" not in str(caught.value)
+    assert driver.pending_count("default") == 0
+    fits = make_envelope(clock, payload={"blob": "x" * (MAX_MESSAGE_BYTES - 1000)})
+    driver.push([fits])
+    (res,) = driver.reserve(["default"], 1)
+    assert res.id == fits.id and res.decode_error is None
+
+
+def test_push_refuses_what_cannot_be_sent_to_redis(driver: RedisDriver, clock: FixedClock) -> None:
+    with pytest.raises(StoreRefused, match="cannot be stored as JSON"):
+        driver.push([make_envelope(clock, payload={"n": 2**70})])
+    with pytest.raises(StoreRefused, match="not UTF-8"):
+        driver.acquire_lock("bad\udc80key", "owner", 10)
+    with pytest.raises(DriverError, match="transaction"):
+        driver.push([make_envelope(clock)], transaction=object())
+    with pytest.raises(StoreRefused, match="ttl"):
+        driver.acquire_lock("key", "owner", float("inf"))
+    assert driver.counts() == []
+
+
+def test_a_release_delay_redis_cannot_score_is_held_to_range(driver: RedisDriver, clock: FixedClock) -> None:
+    driver.push([make_envelope(clock)])
+    (res,) = driver.reserve(["default"], 1)
+    driver.release(res, float("nan"))  # at once
+    (res,) = driver.reserve(["default"], 1)
+    driver.release(res, float("inf"))  # a year, the longest a release waits
+    ((_, due),) = driver.client.zrange(driver.keys.delayed("default"), 0, -1, withscores=True)
+    assert due == clock.now() + 365 * 86400
+
+
+def test_a_push_is_cut_into_calls_by_count_and_by_bytes(clock: FixedClock) -> None:
+    pairs = [(make_envelope(clock), b"x" * size) for size in (40, 40, 40, 10, 200, 1)]
+    sizes = [[len(body) for _, body in chunk] for chunk in chunks(pairs, count=3, size=100)]
+    assert sizes == [[40, 40], [40, 10], [200], [1]]
+    assert [len(c) for c in chunks(pairs, count=2, size=10_000)] == [2, 2, 2]
+
+
+# -- leases judged by Redis's clock (issue 9) --------------------------------------------------
+
+
+def redis_time(driver: RedisDriver) -> float:
+    seconds, micros = driver.client.time()
+    return seconds + micros / 1e6
+
+
+def test_a_driver_on_the_system_clock_reads_time_off_redis(open_driver: Callable[..., RedisDriver]) -> None:
+    driver = open_driver(SYSTEM_CLOCK)
+    assert isinstance(driver.clock, StoreClock)
+    assert abs(driver.clock.now() - redis_time(driver)) < 0.5
+
+
+def test_a_host_an_hour_ahead_agrees_with_redis_on_leases_and_delays(
+    open_driver: Callable[..., RedisDriver],
+) -> None:
+    """The host's wall clock moves neither a lease nor a delay: only Redis's clock does."""
+    driver = open_driver(SYSTEM_CLOCK)
+    driver.clock = StoreClock(driver._server_time, wall=lambda: time.time() + 3600)
+    ahead = FixedClock(time.time() + 3600)  # what a dispatcher on that host stamps its envelopes with
+    ready, later = make_envelope(ahead), make_envelope(ahead, delay=30)
+    driver.push([ready, later])
+    (res,) = driver.reserve(["default"], 5)
+    assert res.id == ready.id, "a job due now on the host's clock is due now on Redis's"
+    now = redis_time(driver)
+    assert abs(res.lease_until - (now + driver.reservation)) < 1
+    ((_, due),) = driver.client.zrange(driver.keys.delayed("default"), 0, -1, withscores=True)
+    assert abs(due - (now + 30)) < 1, "a 30 s delay is 30 s of Redis's clock"
+    ((_, deadline),) = driver.client.zrange(driver.keys.leases, 0, -1, withscores=True)
+    assert abs(deadline - (now + driver.reservation)) < 1
+    assert driver.reclaim_expired() == 0, "the host's hour ahead lapses no lease"
+    driver.acknowledge([res])

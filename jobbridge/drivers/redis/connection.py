@@ -1,8 +1,9 @@
 """The redis-py clients a driver talks through, and the wall that keeps redis exceptions out.
 
 Every command goes through `translated()`, so the worker sees `DriverUnavailable`
-(refused, reset, timed out, still loading) or `DriverError`, never a redis
-exception, with the client's error chained as ``__cause__``.
+(refused, reset, timed out, still loading), `StoreRefused` (data no retry can
+make acceptable) or `DriverError`, never a redis exception, with the client's
+error chained as ``__cause__``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -20,7 +20,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from jobbridge.drivers.redis.settings import RedisSettings
-from jobbridge.errors import DriverError, DriverUnavailable
+from jobbridge.errors import DriverError, DriverUnavailable, StoreRefused
+from jobbridge.redaction import mask_url
 
 #: the longest a single blocking reserve waits before handing control back to the worker
 MAX_BLOCK_SECONDS = 5.0
@@ -73,21 +74,13 @@ def translated() -> Iterator[None]:
         raise DriverUnavailable(f"redis is unreachable: {exc}") from exc
     except RedisError as exc:
         raise DriverError(f"redis refused a command: {exc}") from exc
+    except UnicodeEncodeError as exc:  # a str redis-py cannot encode (a lone surrogate): no retry can help
+        raise StoreRefused(f"a name or value for redis is not UTF-8 text ({exc.reason}); pass text") from exc
 
 
 def redacted(url: str) -> str:
-    """The URL with its password removed, for banners and logs."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """The URL with its credentials masked (the userinfo's and the query string's), for banners and logs."""
+    return mask_url(url)
 
 
 def as_text(value: Any) -> str:

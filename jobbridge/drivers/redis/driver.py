@@ -1,8 +1,11 @@
 """`RedisDriver`: the reservation protocol on Redis Streams, a consumer group per queue.
 
-Who holds what is decided by the lease set, scored in clock seconds, so the
-injected clock (not Redis's) moves leases and delays; XAUTOCLAIM is the
-real-time safety net for an entry claimed without a lease. See docs/redis.md.
+Who holds what is decided by the lease set, scored in seconds of the driver's
+clock: Redis's own (`TIME`, through `jobbridge.clock.StoreClock`), so that every
+worker judges every lease by one clock however far its host's clock is off; a
+test's injected clock instead, so that tests cross leases without sleeping.
+XAUTOCLAIM is the real-time safety net for an entry claimed without a lease.
+See docs/redis.md.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from typing import Any
 from redis.exceptions import ResponseError
 from redis.typing import EncodableT
 
-from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge import limits
+from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of, store_clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.redis import entries
 from jobbridge.drivers.redis.connection import MAX_BLOCK_SECONDS, as_text, connect, redacted, translated
@@ -26,6 +30,7 @@ from jobbridge.drivers.redis.locks import LockStore
 from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.drivers.redis.settings import RedisSettings
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
+from jobbridge.errors import DriverError
 
 CAPABILITIES = Capabilities(
     is_deferred=True,
@@ -38,10 +43,13 @@ CAPABILITIES = Capabilities(
     transactional_push=False,
     shared_locks=True,
     blocking_reserve=True,
+    max_message_bytes=entries.MAX_MESSAGE_BYTES,
 )
 
 #: envelopes per push.lua call: big enough to amortise the round trip, small enough not to stall Redis
 PUSH_CHUNK = 1000
+#: body bytes per push.lua call (past its first envelope): one request stays far below Redis's 1 GB
+PUSH_CHUNK_BYTES = 64 * 1024 * 1024
 #: delayed jobs promoted per queue per reserve; the rest follow on the next reserve
 PROMOTE_BATCH = 1000
 #: lapsed leases handled per reclaim.lua call
@@ -58,30 +66,36 @@ class RedisDriver:
     def __init__(self, settings: RedisSettings, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.settings = settings
         self.reservation = settings.reservation
-        self.clock = clock
         self.keys = Keys(settings.prefix)
         self.client = connect(settings)
         # a blocking read waits longer than any other command is allowed to: its own client
         self._blocking = connect(settings, blocking=True)
+        #: what deadlines are read off: Redis's clock, unless a test injected one of its own
+        self.clock = store_clock(clock, self._server_time)
         self.scripts = Scripts.register(self.client)
-        self._failed = FailedStore(self.client, self.keys, self.scripts, clock)
-        self._locks = LockStore(self.client, self.keys, self.scripts, clock)
+        self._failed = FailedStore(self.client, self.keys, self.scripts, self.clock)
+        self._locks = LockStore(self.client, self.keys, self.scripts, self.clock)
+
+    def _server_time(self) -> float:
+        """Redis's clock (``TIME``): the one clock every worker on this server shares."""
+        seconds, micros = self.client.time()
+        return float(seconds) + float(micros) / 1_000_000
 
     # -- push and reserve -------------------------------------------------------------------
 
     def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
+        """Store envelopes; `StoreRefused` (before anything is stored) for one that cannot be stored."""
         if transaction is not None:
-            raise TypeError("the redis driver cannot join a transaction; the app pushes after the commit")
-        now = self.clock.now()
-        by_queue: dict[str, list[Envelope]] = {}
-        for env in envelopes:
-            by_queue.setdefault(env.queue, []).append(env)
+            raise DriverError("the redis driver cannot join a transaction; the app pushes after the commit")
+        by_queue: dict[str, list[tuple[Envelope, bytes]]] = {}
+        for env, body in entries.encoded(envelopes):
+            by_queue.setdefault(env.queue, []).append((env, body))
+        now, shift = self.clock.now(), offset_of(self.clock)
         with translated():
-            for queue, envs in by_queue.items():
+            for queue, pairs in by_queue.items():
                 keys = [self.keys.queues, self.keys.stream(queue), self.keys.delayed(queue)]
-                for start in range(0, len(envs), PUSH_CHUNK):
-                    chunk = envs[start : start + PUSH_CHUNK]
-                    self.scripts.push(keys, [queue, *entries.push_args(chunk, now)])
+                for chunk in entries.chunks(pairs, PUSH_CHUNK, PUSH_CHUNK_BYTES):
+                    self.scripts.push(keys, [queue, *entries.push_args(chunk, now, shift)])
 
     def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
         names = list(dict.fromkeys(queues))
@@ -170,6 +184,7 @@ class RedisDriver:
 
     def release(self, reservation: Reservation, delay: float) -> None:
         receipt: Receipt = reservation.receipt
+        delay = limits.release_delay(delay)  # never nan, never beyond a year: a score Redis takes
         due = "" if delay <= 0 else repr(self.clock.now() + delay)
         keys = [self.keys.leases, self.keys.stream(receipt.queue), self.keys.delayed(receipt.queue)]
         with translated():
@@ -181,9 +196,10 @@ class RedisDriver:
         keys = [
             self.keys.leases, self.keys.stream(receipt.queue), self.keys.failed, self.keys.failed_job(env.id),
         ]
+        # fail.lua keeps the entry's own body: nothing is re-encoded, no body is sent back
         args: list[EncodableT] = [
             receipt.member, receipt.entry_id, GROUP, repr(self.clock.now()),
-            env.id, receipt.queue, env.name, env.attempts, error, reservation.stored_body(),
+            env.id, receipt.queue, _utf8(env.name), env.attempts, _utf8(error), reservation.body,
         ]
         with translated():
             self.scripts.fail(keys, args)
@@ -204,13 +220,10 @@ class RedisDriver:
         total = 0
         with translated():
             while True:
-                lapsed = self.client.zrangebyscore(
-                    self.keys.leases, "-inf", repr(now), start=0, num=RECLAIM_BATCH
-                )
-                members = [as_text(m) for m in lapsed]
-                queues = {as_text(q) for q in self.client.smembers(self.keys.queues)}
-                queues.update(m.partition(" ")[2] for m in members)
-                names = sorted(queues)
+                # members stay bytes: one this driver did not write is handed to the script as it is
+                members = [m for m in self.client.zrangebyscore(
+                    self.keys.leases, "-inf", repr(now), start=0, num=RECLAIM_BATCH) if isinstance(m, bytes)]
+                names = sorted(self._queue_names() | {q for m in members if (q := _text(m.partition(b" ")[2]))})
                 keys = [self.keys.leases, *(self.keys.stream(q) for q in names)]
                 args: list[EncodableT] = [
                     repr(now), GROUP, CONSUMER, int(self.reservation * 1000), SWEEP_COUNT, len(names),
@@ -220,6 +233,10 @@ class RedisDriver:
                 total += reclaimed
                 if len(members) < RECLAIM_BATCH or reclaimed == 0:
                     return total
+
+    def _queue_names(self) -> set[str]:
+        """Every queue pushed to; a name that is not UTF-8 text was written by something else, and is skipped."""
+        return {q for raw in self.client.smembers(self.keys.queues) if isinstance(raw, bytes) and (q := _text(raw))}
 
     # -- the failed store, counts and locks -------------------------------------------------
 
@@ -247,7 +264,7 @@ class RedisDriver:
     def counts(self) -> list[QueueCounts]:
         now = repr(self.clock.now())
         with translated():
-            names = sorted(as_text(q) for q in self.client.smembers(self.keys.queues))
+            names = sorted(self._queue_names())
             pipe = self.client.pipeline(transaction=True)
             for queue in names:
                 pipe.xlen(self.keys.stream(queue))
@@ -259,7 +276,9 @@ class RedisDriver:
         for i, queue in enumerate(names):
             length, pending, due, later = replies[4 * i : 4 * i + 4]
             reserved = int(pending["pending"]) if isinstance(pending, dict) else 0  # NOGROUP: none yet
-            counts = QueueCounts(queue, int(length) - reserved + int(due), int(later), reserved)
+            if not all(isinstance(n, int) for n in (length, due, later)):
+                continue  # a key of that name holds something else (WRONGTYPE): no queue of this driver's
+            counts = QueueCounts(queue, length - reserved + due, later, reserved)
             if counts.pending:
                 out.append(counts)
         return out
@@ -285,3 +304,16 @@ class RedisDriver:
     def close(self) -> None:
         self.client.close()
         self._blocking.close()
+
+
+def _text(raw: bytes) -> str:
+    """A name read back from Redis, or "" for bytes that are not UTF-8 text (no name this driver wrote)."""
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        return ""
+
+
+def _utf8(text: str) -> bytes:
+    """Text to store, even text no UTF-8 encoder accepts (an exception message with a lone surrogate)."""
+    return text.encode("utf-8", errors="backslashreplace")

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, TypeVar
 
 import redis
 
 from jobbridge.clock import Clock
-from jobbridge.drivers.redis.connection import as_text, translated
+from jobbridge.drivers.redis.connection import translated
 from jobbridge.drivers.redis.keys import Keys
 from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.envelope import Envelope, FailedJob
-from jobbridge.errors import NoFailedJob, PayloadDecodeError
+from jobbridge.errors import NoFailedJob
 
 
 class FailedStore:
@@ -23,12 +24,24 @@ class FailedStore:
     def newest(self, limit: int) -> list[FailedJob]:
         """The newest first."""
         with translated():
-            ids = self.client.zrevrange(self.keys.failed, 0, max(limit, 1) - 1)
+            ids = self._ids(newest=max(limit, 1))
             pipe = self.client.pipeline(transaction=False)
             for job_id in ids[:limit]:
-                pipe.hgetall(self.keys.failed_job(as_text(job_id)))
+                pipe.hgetall(self._hash(job_id))
             rows: list[dict[bytes, Any]] = pipe.execute()
-        return [_row(row) for row in rows if row]
+        return [_row(row, job_id) for job_id, row in zip(ids, rows, strict=False) if row]
+
+    def _ids(self, newest: int | None = None) -> list[bytes]:
+        """The index's ids as stored (bytes, whatever wrote them): all, or the ``newest`` first."""
+        if newest is None:
+            found = self.client.zrange(self.keys.failed, 0, -1)
+        else:
+            found = self.client.zrevrange(self.keys.failed, 0, newest - 1)
+        return [raw if isinstance(raw, bytes) else str(raw).encode() for raw in found]
+
+    def _hash(self, job_id: bytes) -> bytes:
+        """The hash of an id read back from the index, kept as bytes (whatever wrote it)."""
+        return self.keys.failed_job("").encode() + job_id
 
     def count(self) -> int:
         with translated():
@@ -37,20 +50,17 @@ class FailedStore:
     def retry(self, id_or_all: str) -> int:
         """Back on its queue with attempts reset to 0 and the same id; `NoFailedJob` for an unknown id."""
         with translated():
-            if id_or_all == "all":
-                ids = [as_text(i) for i in self.client.zrange(self.keys.failed, 0, -1)]
-            else:
-                ids = [id_or_all]
+            ids = [id_or_all] if id_or_all != "all" else [_text(i) for i in self._ids()]
             retried = sum(self._retry_one(job_id, strict=id_or_all != "all") for job_id in ids)
         return retried
 
     def _retry_one(self, job_id: str, *, strict: bool) -> int:
         queue, body = self.client.hmget(self.keys.failed_job(job_id), ["queue", "body"])
-        if queue is None or body is None:
+        queue_name = _name(queue)
+        if not queue_name or body is None:
             if strict:
-                raise NoFailedJob(f"there is no failed job with id {job_id}")
+                raise NoFailedJob(f"there is no failed job with id {job_id} that names its queue and body")
             return 0
-        queue_name = as_text(queue)
         keys = [self.keys.failed, self.keys.failed_job(job_id), self.keys.stream(queue_name)]
         fresh = self._fresh_body(body if isinstance(body, bytes) else body.encode())
         done = self.scripts.retry([*keys, self.keys.queues], [job_id, queue_name, fresh])
@@ -65,31 +75,58 @@ class FailedStore:
         """
         try:
             env = Envelope.decode(body)
-        except PayloadDecodeError:
+            return env.replace(attempts=0, available_at=self.clock.now(), unique_key=None).encode()
+        except Exception:  # whatever made it undecodable (or unencodable), the next reserve names it
             return body
-        return env.replace(attempts=0, available_at=self.clock.now(), unique_key=None).encode()
 
     def flush(self) -> int:
         """Delete every failed job; return how many."""
         with translated():
-            ids = [as_text(i) for i in self.client.zrange(self.keys.failed, 0, -1)]
+            ids = self._ids()
             if not ids:
                 return 0
             pipe = self.client.pipeline(transaction=True)
             for job_id in ids:
-                pipe.delete(self.keys.failed_job(job_id))
+                pipe.delete(self._hash(job_id))
             pipe.zrem(self.keys.failed, *ids)
             results: list[int] = pipe.execute()
         return int(results[-1])
 
 
-def _row(row: dict[bytes, Any]) -> FailedJob:
+def _row(row: dict[bytes, Any], job_id: bytes) -> FailedJob:
+    """One failed job's hash, read so that no field (missing, mistyped, not text) can break a listing."""
     return FailedJob(
-        id=as_text(row[b"id"]),
-        queue=as_text(row[b"queue"]),
-        name=as_text(row[b"name"]),
-        attempts=int(row[b"attempts"]),
-        error=as_text(row[b"error"]),
-        failed_at=float(row[b"failed_at"]),
-        body=bytes(row[b"body"]),
+        id=_text(row.get(b"id", job_id)),
+        queue=_text(row.get(b"queue"), "?"),
+        name=_text(row.get(b"name"), "?"),
+        attempts=_number(row.get(b"attempts"), int),
+        error=_text(row.get(b"error"), ""),
+        failed_at=_number(row.get(b"failed_at"), float),
+        body=bytes(row.get(b"body") or b""),
     )
+
+
+def _text(raw: Any, missing: str = "") -> str:
+    """For a listing: what can be shown, with bytes that are not UTF-8 replaced."""
+    if raw is None:
+        return missing
+    return raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _name(raw: Any) -> str:
+    """For a retry: the queue as written, or "" when it is not UTF-8 text (no queue to go back to)."""
+    try:
+        return raw.decode() if isinstance(raw, bytes) else ""
+    except UnicodeDecodeError:
+        return ""
+
+
+N = TypeVar("N", int, float)
+
+
+def _number(raw: Any, kind: type[N]) -> N:
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError, OverflowError):
+        return kind(0)
+    return value if math.isfinite(value) else kind(0)

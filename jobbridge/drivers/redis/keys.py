@@ -1,5 +1,7 @@
 """The key layout under one prefix, and the lease set's member format.
 
+Scores and expiry times are seconds of the driver's clock: Redis's own, or a test's.
+
 A lease member is ``"<entry id> <queue>"``: a stream entry id never contains a
 space and is never reused, so the member names one reservation for good, and a
 reclaimed job (re-added under a new entry id) can never be renewed through the
@@ -28,7 +30,7 @@ class Keys:
         return f"{self.prefix}queue:{queue}"
 
     def delayed(self, queue: str) -> str:
-        """The queue's delayed jobs, a sorted set scored by due time (clock seconds)."""
+        """The queue's delayed jobs, a sorted set scored by due time (driver clock seconds)."""
         return f"{self.prefix}delayed:{queue}"
 
     @property
@@ -38,7 +40,7 @@ class Keys:
 
     @property
     def leases(self) -> str:
-        """Every reservation's lease, a sorted set scored by deadline (clock seconds)."""
+        """Every reservation's lease, a sorted set scored by deadline (driver clock seconds)."""
         return f"{self.prefix}leases"
 
     @property

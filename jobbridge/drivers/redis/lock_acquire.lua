@@ -5,8 +5,9 @@
 -- ARGV[1]  owner    ARGV[2]  now (clock seconds)    ARGV[3]  expires_at (clock seconds)
 -- ARGV[4]  ttl in milliseconds (real time)
 --
--- Expiry is judged by the clock written into the value, so a lock lapses when the injected
--- clock says so; PX is the real-time safety net that keeps a forgotten lock from living forever.
+-- Expiry is judged by the time written into the value, read off the driver's clock (Redis's, or
+-- a test's), so a lock lapses when that clock says so; PX is the real-time safety net that keeps
+-- a forgotten lock from living forever.
 -- Returns 1 when taken, 0 when held by someone (anyone, even the same owner) until later.
 
 local held = redis.call('GET', KEYS[1])

@@ -11,15 +11,18 @@ from jobbridge.clock import Clock
 from jobbridge.drivers.redis.connection import translated
 from jobbridge.drivers.redis.keys import Keys
 from jobbridge.drivers.redis.scripts import Scripts
+from jobbridge.errors import StoreRefused
 
 
 class LockStore:
-    """``SET NX PX`` semantics judged by the injected clock, with a real PX as the safety net."""
+    """``SET NX PX`` semantics judged by the driver's clock (Redis's, or a test's), with a real PX as the safety net."""
 
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, clock: Clock) -> None:
         self.client, self.keys, self.scripts, self.clock = client, keys, scripts, clock
 
     def acquire(self, key: str, owner: str, ttl: float) -> bool:
+        if not math.isfinite(ttl):
+            raise StoreRefused("a unique lock's ttl must be a finite number of seconds (unique_for)")
         now = self.clock.now()
         ttl_ms = max(1, math.ceil(ttl * 1000))
         args: list[EncodableT] = [owner, repr(now), repr(now + ttl), ttl_ms]

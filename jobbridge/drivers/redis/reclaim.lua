@@ -26,17 +26,36 @@ for i = 1, nqueues do
   streams[ARGV[6 + i]] = KEYS[1 + i]
 end
 
+-- An entry with more fields than unpack() can pass on is no job of this driver's: put back what
+-- names it (id, body, attempts) and a field saying how many there were, for reserve to refuse.
+local function trimmed(raw)
+  local out = {}
+  for i = 1, #raw, 2 do
+    if (raw[i] == 'id' or raw[i] == 'body' or raw[i] == 'attempts') and #out < 6 then
+      out[#out + 1] = raw[i]
+      out[#out + 1] = raw[i + 1]
+    end
+  end
+  out[#out + 1] = 'fields'
+  out[#out + 1] = tostring(#raw / 2)
+  return out
+end
+
+-- The entry's fields as they were, with a count in attempts one higher: a field that is not
+-- what this driver writes is put back unchanged, for the next reserve to refuse by name.
 local function requeue(stream, entry, raw)
   if raw then
-    local fields = {}
-    for i = 1, #raw, 2 do
-      fields[raw[i]] = raw[i + 1]
+    if #raw > 1000 then
+      raw = trimmed(raw)
     end
-    local attempts = tostring((tonumber(fields['attempts']) or 0) + 1)
-    redis.call('XADD', stream, '*', 'id', fields['id'] or '', 'body', fields['body'] or '',
-      'attempts', attempts)
+    for i = 1, #raw, 2 do
+      if raw[i] == 'attempts' and string.match(raw[i + 1], '^%d%d?%d?%d?%d?%d?%d?%d?%d?%d?$') then
+        raw[i + 1] = tostring(tonumber(raw[i + 1]) + 1)
+      end
+    end
+    redis.call('XADD', stream, '*', unpack(raw))
   end
-  redis.call('XACK', stream, group, entry)
+  redis.pcall('XACK', stream, group, entry) -- pcall: a queue whose group a foreign member names may have none
   redis.call('XDEL', stream, entry)
 end
 
@@ -46,14 +65,16 @@ for i = 7 + nqueues, #ARGV do
   local score = redis.call('ZSCORE', leases, member)
   if score and tonumber(score) <= now then
     local space = string.find(member, ' ', 1, true)
-    local entry, queue = string.sub(member, 1, space - 1), string.sub(member, space + 1)
-    local stream = streams[queue]
-    if stream then
-      local found = redis.call('XRANGE', stream, entry, entry)
+    local stream = space and streams[string.sub(member, space + 1)]
+    local entry = space and string.sub(member, 1, space - 1)
+    -- pcall: a member this driver did not write may name no valid entry id
+    local found = stream and redis.pcall('XRANGE', stream, entry, entry)
+    if type(found) == 'table' and not found.err then
       requeue(stream, entry, found[1] and found[1][2])
-      redis.call('ZREM', leases, member)
       reclaimed = reclaimed + 1
     end
+    -- a member that names no entry of a known queue is no reservation: dropped, never re-read
+    redis.call('ZREM', leases, member)
   end
 end
 

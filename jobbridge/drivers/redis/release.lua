@@ -10,6 +10,8 @@
 -- ARGV[3]  the consumer group
 -- ARGV[4]  the due time in clock seconds, or "" for at once
 --
+-- An entry that is not the three fields this driver writes, with a count in attempts, goes back
+-- onto the stream as it was (never into the delayed set, whose members hold only those three).
 -- Returns 1 when released, 0 when the reservation was no longer held (it lapsed and was
 -- reclaimed, or was already settled): a stale receipt never touches the job's new entry.
 
@@ -19,16 +21,20 @@ end
 local stream, entry, group, due = KEYS[2], ARGV[2], ARGV[3], ARGV[4]
 local found = redis.call('XRANGE', stream, entry, entry)
 if found[1] then
-  local fields = {}
-  local raw = found[1][2]
+  -- the attempt that just failed was started, so the next one is one higher. Only a count is
+  -- counted on: any other field is put back as it was, for the next reserve to refuse by name.
+  local raw, fields = found[1][2], {}
   for i = 1, #raw, 2 do
-    fields[raw[i]] = raw[i + 1]
+    local value = raw[i + 1]
+    if raw[i] == 'attempts' and string.match(value, '^%d%d?%d?%d?%d?%d?%d?%d?%d?%d?$') then
+      value = tostring(tonumber(value) + 1)
+    end
+    fields[raw[i]] = fields[raw[i]] or value
+    raw[i + 1] = value
   end
-  local id, body = fields['id'] or '', fields['body'] or ''
-  -- the attempt that just failed was started, so the next one is one higher
-  local attempts = tostring((tonumber(fields['attempts']) or 0) + 1)
-  if due == '' then
-    redis.call('XADD', stream, '*', 'id', id, 'body', body, 'attempts', attempts)
+  local id, body, attempts = fields['id'], fields['body'], fields['attempts']
+  if due == '' or #raw ~= 6 or not (id and body and attempts) or not string.match(attempts, '^%d+$') then
+    redis.call('XADD', stream, '*', unpack(raw))
   else
     redis.call('ZADD', KEYS[3], due, attempts .. ':' .. #id .. ':' .. id .. body)
   end

@@ -14,9 +14,10 @@
 -- ARGV[6]      the most delayed jobs to promote per queue in one call
 -- ARGV[6+i]    the name of queue i, in priority order
 --
--- Returns {claimed, next_due}: claimed is a flat list of (queue index, entry id, job id, body,
--- attempts) quintuples, flat so the client parses one array, not a table per entry;
--- next_due is the earliest due time among the delayed sets when nothing was claimed, else false.
+-- Returns {claimed, next_due}: claimed is a flat list of (queue index, entry id, fields) triples,
+-- the fields as the entry holds them, so the client judges every entry (a field missing, foreign
+-- or twice) without this script guessing defaults; next_due is the earliest due time among the
+-- delayed sets when nothing was claimed, else false.
 -- Claim and lease are one atomic step, so no entry is ever pending without a lease member.
 
 local leases = KEYS[1]
@@ -67,16 +68,10 @@ for i = 1, nqueues do
     local entries = read(stream, left)
     for _, entry in ipairs(entries) do
       redis.call('ZADD', leases, lease_until, entry[1] .. ' ' .. ARGV[6 + i])
-      local fields, raw = {}, entry[2]
-      for f = 1, #raw, 2 do
-        fields[raw[f]] = raw[f + 1]
-      end
       local at = #claimed
       claimed[at + 1] = i
       claimed[at + 2] = entry[1]
-      claimed[at + 3] = fields['id'] or ''
-      claimed[at + 4] = fields['body'] or ''
-      claimed[at + 5] = fields['attempts'] or '0'
+      claimed[at + 3] = entry[2]
     end
     left = left - #entries
   end
