@@ -16,18 +16,19 @@ started before the message was sent, and a reservation's are that plus SQS's
 ``ApproximateReceiveCount``. A release re-sends the envelope carrying the
 attempt it is on. The visibility timeout is the reservation, measured by the
 server's clock: a message whose visibility lapses is visible again by itself,
-so ``reclaim_expired`` has nothing to do. A delay longer than SQS's 15 minutes
-is sent with the longest delay and a ``jb-due`` attribute, and re-sent on each
-receipt until ``jb-due`` (clock seconds) has passed. The driver creates no
-queues: one that does not exist is an error naming it, at first use.
+so ``reclaim_expired`` has nothing to do, and no worker compares its own clock
+with another's. A delay longer than SQS's 15 minutes is sent with the longest
+delay and a ``jb-wait`` attribute (the seconds to wait from the send), and
+re-sent on each receipt until that wait, measured on SQS's clock (the
+message's SentTimestamp to its ApproximateFirstReceiveTimestamp), has passed.
+A message that cannot become a job (its body, or a ``jb-wait`` that is not a
+number) is handed out with its reason, to be failed. An encoded envelope may
+be at most `MAX_BODY` bytes. The driver creates no queues: one that does not
+exist is an error naming it, at first use.
 
-Settings: ``queue_url`` (required); ``region`` (default: the one the URL names,
-else boto3's); ``endpoint`` (default: AWS, or the queue URL's server when that
-is not AWS); ``visibility_timeout`` (whole seconds, default the connection's
-``reservation`` rounded up, else 60); ``wait_time`` (the longest one receive
-long-polls, 0-20, default 20; 0 turns long polling off); ``key`` and ``secret``
-(default: boto3's credential chain). ``prefix``, ``suffix``, ``url`` and
-``retry_after`` are refused by name (`REFUSED`). docs/sqs.md is the manual.
+Settings: `jobbridge.drivers.sqs_settings` declares them (``SCHEMA``: each key's
+type, bounds and default, and the keys refused with what to write instead).
+docs/sqs.md is the manual.
 """
 
 from __future__ import annotations
@@ -40,23 +41,27 @@ from typing import TYPE_CHECKING, Any
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.sqs_client import (
+    MAX_MESSAGE_BYTES,
     QueueUrls,
     attribute,
     change_visibility,
     connect,
     counts,
     delete,
+    finite,
+    has_attribute,
     is_stale,
     number,
     receive,
     receive_count,
     send,
+    server_ms,
     translated,
 )
-from jobbridge.drivers.sqs_failed import FailedStore
+from jobbridge.drivers.sqs_failed import FAILED_ROOM, FailedStore
 from jobbridge.drivers.sqs_settings import MAX_VISIBILITY, REFUSED, SETTINGS, SqsSettings, parse_settings
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, undecodable
-from jobbridge.errors import DriverError, PayloadDecodeError
+from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, reservation_from_body, undecodable
+from jobbridge.errors import DriverError, PayloadDecodeError, PayloadTooLarge
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef, SendMessageBatchRequestEntryTypeDef
@@ -64,6 +69,17 @@ if TYPE_CHECKING:
     from jobbridge.drivers import Resources
 
 __all__ = ["CAPABILITIES", "REFUSED", "SETTINGS", "SqsDriver", "SqsSettings", "open"]
+
+#: SQS's longest DelaySeconds
+MAX_DELAY = 900
+#: the attribute of a message sent early because its delay was longer than MAX_DELAY: seconds to wait
+#: from its send, on SQS's clock
+WAIT = "jb-wait"
+#: the attribute older versions wrote instead (a due time on the sender's clock), still honoured
+DUE = "jb-due"
+#: the longest encoded envelope a push takes: what every SQS queue holds, less what the failed store
+#: adds to a message when the job fails (its attributes), so that every job that fits can be failed
+MAX_BODY = MAX_MESSAGE_BYTES - FAILED_ROOM
 
 CAPABILITIES = Capabilities(
     is_deferred=True,
@@ -76,12 +92,8 @@ CAPABILITIES = Capabilities(
     transactional_push=False,
     shared_locks=False,  # SQS has no lock: unique jobs are dispatched with a warning
     blocking_reserve=True,  # long polling (off when wait_time = 0)
+    max_message_bytes=MAX_BODY,
 )
-
-#: SQS's longest DelaySeconds
-MAX_DELAY = 900
-#: the attribute of a message sent early because its delay was longer than MAX_DELAY
-DUE = "jb-due"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,22 +125,29 @@ class SqsDriver:
     # -- push and reserve -------------------------------------------------------------------
 
     def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
+        """SendMessageBatch per queue; a body longer than `MAX_BODY` fails the push before anything is sent."""
         if transaction is not None:
             raise TypeError("the sqs driver cannot join a transaction; the app pushes after the commit")
         now = self.clock.now()
         by_queue: dict[str, list[SendMessageBatchRequestEntryTypeDef]] = {}
         for env in envelopes:
-            by_queue.setdefault(env.queue, []).append(self._entry(env.encode().decode(), env.available_at, now))
+            body = env.encode()
+            if len(body) > MAX_BODY:
+                raise PayloadTooLarge(
+                    f"job {env.id} ({env.name}) is {len(body)} bytes encoded, and an sqs connection takes at most "
+                    f"{MAX_BODY} (SQS's 256 KiB, less what the failed store adds): keep large data elsewhere "
+                    "(a database, object storage) and pass its key in the payload")
+            by_queue.setdefault(env.queue, []).append(self._entry(body.decode(), env.available_at - now))
         for queue, entries in by_queue.items():
             send(self.client, self.queues.url(queue), entries)
 
-    def _entry(self, body: str, due: float, now: float) -> SendMessageBatchRequestEntryTypeDef:
-        """A message available at ``due``: delayed natively up to ``max_delay``, marked ``jb-due`` beyond."""
-        delay = max(0, math.ceil(due - now - 1e-6))
+    def _entry(self, body: str, wait: float) -> SendMessageBatchRequestEntryTypeDef:
+        """A message available in ``wait`` seconds: delayed natively up to ``max_delay``, marked ``jb-wait`` beyond."""
+        delay = max(0, math.ceil(wait - 1e-6))
         entry: SendMessageBatchRequestEntryTypeDef = {
             "Id": "0", "MessageBody": body, "DelaySeconds": min(delay, self.max_delay)}
         if delay > self.max_delay:
-            entry["MessageAttributes"] = {DUE: number(float(due))}
+            entry["MessageAttributes"] = {WAIT: number(float(wait))}
         return entry
 
     def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
@@ -173,20 +192,38 @@ class SqsDriver:
     def _claimed(self, queue: str, url: str, message: MessageTypeDef, now: float) -> Reservation | None:
         """A received message as a reservation, or None when it was re-sent because it is not yet due."""
         body = message.get("Body", "")
-        due = attribute(message, DUE)
-        if due is not None and float(due) > now:
-            send(self.client, url, [self._entry(body, float(due), now)])
-            delete(self.client, url, [message["ReceiptHandle"]])
-            return None
         receipt = Receipt(queue, url, message["ReceiptHandle"])
         lease_until = now + self.reservation
         count = receive_count(message)
+        stand_in_id = message.get("MessageId", receipt.handle)
         try:
-            env = Envelope.decode(body)
+            left = self._left(message, now)
         except PayloadDecodeError as exc:
-            stand_in = undecodable(id=message.get("MessageId", receipt.handle), queue=queue, attempts=count, now=now)
+            stand_in = undecodable(id=stand_in_id, queue=queue, attempts=count, now=now)
             return Reservation(stand_in, receipt, lease_until, body=body.encode(), decode_error=str(exc))
-        return Reservation(env.replace(attempts=env.attempts + count), receipt, lease_until)
+        if left > 0:
+            send(self.client, url, [self._entry(body, left)])
+            delete(self.client, url, [message["ReceiptHandle"]])
+            return None
+        return reservation_from_body(body, receipt=receipt, lease_until=lease_until, now=now, id_hint=stand_in_id,
+                                     queue_hint=queue, attempts_added=count)
+
+    def _left(self, message: MessageTypeDef, now: float) -> float:
+        """Seconds this message must still wait (0 or less: it is due), judged by SQS's clock.
+
+        ``jb-wait`` counts from the send; SQS stamps both the send and the first
+        receipt, so no worker's clock takes part. A message an older version sent
+        carries ``jb-due`` instead, a time on the sender's clock.
+        """
+        for name in (WAIT, DUE):
+            if has_attribute(message, name) and finite(attribute(message, name)) is None:
+                raise PayloadDecodeError(f"the message attribute {name} is not a finite number of seconds")
+        wait, due = finite(attribute(message, WAIT)), finite(attribute(message, DUE))
+        if wait is not None:
+            sent, seen = server_ms(message, "SentTimestamp"), server_ms(message, "ApproximateFirstReceiveTimestamp")
+            waited = (seen - sent) / 1000 if sent is not None and seen is not None else float(self.max_delay)
+            return wait - waited
+        return due - now if due is not None else 0.0
 
     # -- settle -----------------------------------------------------------------------------
 
@@ -205,7 +242,7 @@ class SqsDriver:
             body = reservation.body.decode("utf-8", errors="replace")
         else:
             body = reservation.envelope.replace(available_at=now + max(0.0, delay)).encode().decode()
-        send(self.client, receipt.url, [self._entry(body, now + max(0.0, delay), now)])
+        send(self.client, receipt.url, [self._entry(body, delay)])
         delete(self.client, receipt.url, [receipt.handle])
 
     def fail(self, reservation: Reservation, error: str) -> None:

@@ -1,13 +1,16 @@
 """The boto3 client an sqs driver talks through, its batched calls, and the wall that keeps botocore out.
 
 Every call goes through `translated()`, so the worker sees `DriverUnavailable`
-(unreachable, timed out, throttled, the service down) or `DriverError`, never a
-botocore exception, with the client's error chained as ``__cause__``. Retries
-are botocore's own ("standard" mode), never hand-written here.
+(unreachable, timed out, throttled, the service down), `StoreRefused` (SQS
+refused the data itself: too long, characters it cannot hold; sending it again
+cannot help) or `DriverError`, never a botocore exception, with the client's
+error chained as ``__cause__``. Retries are botocore's own ("standard" mode),
+never hand-written here.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -21,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobbridge.drivers.sqs_settings import QUEUE_NAME, SqsSettings
-from jobbridge.errors import DriverError, DriverUnavailable
+from jobbridge.errors import DriverError, DriverUnavailable, StoreRefused
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
 #: SQS's batch limits: ten entries, and (for sends) 256 KiB of bodies and attributes per call
 MAX_BATCH = 10
 MAX_BATCH_BYTES = 256 * 1024
+#: the longest message (body and attributes) every SQS queue takes; a queue may be set to take more
+MAX_MESSAGE_BYTES = 256 * 1024
 CONNECT_TIMEOUT = 5
 #: a read must outlast the longest long poll (20 s)
 READ_TIMEOUT = 35
@@ -41,9 +46,13 @@ STALE = frozenset({"ReceiptHandleIsInvalid", "MessageNotInflight", "InvalidParam
 _MISSING = frozenset({"AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"})
 _BUSY = frozenset({"Throttling", "ThrottlingException", "RequestThrottled", "ServiceUnavailable",
                    "InternalError", "InternalFailure", "KmsThrottled"})
+#: SQS refused the data itself (too long, characters or attributes it cannot hold): never transient
+_REFUSED_DATA = frozenset({"InvalidMessageContents", "MessageTooLong", "BatchRequestTooLong",
+                           "AWS.SimpleQueueService.BatchRequestTooLong", "InvalidParameterValue",
+                           "InvalidAttributeValue", "InvalidAttributeName", "InvalidBatchEntryId"})
 # the characters an SQS body or string attribute may hold; anything else is replaced
 _NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_RECEIVE_ATTRIBUTES: Any = ["ApproximateReceiveCount", "SentTimestamp"]
+_RECEIVE_ATTRIBUTES: Any = ["ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp"]
 
 
 def connect(settings: SqsSettings) -> SQSClient:
@@ -80,6 +89,8 @@ def translated(what: str) -> Iterator[None]:
         if code in _MISSING:
             raise DriverError(f"{what}: the SQS queue does not exist; jobbridge does not create queues, "
                               "create it first") from exc
+        if code in _REFUSED_DATA:
+            raise StoreRefused(f"SQS refused {what}: {exc}") from exc
         raise DriverError(f"SQS refused {what}: {exc}") from exc
     except BotoCoreError as exc:
         raise DriverError(f"SQS client failed ({what}): {exc}") from exc
@@ -104,8 +115,29 @@ def attribute(message: MessageTypeDef, name: str) -> str | None:
     return value.get("StringValue") if value is not None else None
 
 
+def has_attribute(message: MessageTypeDef, name: str) -> bool:
+    """Whether the message carries the attribute at all (of any type, a binary one included)."""
+    return name in message.get("MessageAttributes", {})
+
+
+def finite(text: str | None) -> float | None:
+    """``text`` as a finite number, or None: attributes come from any producer, not only this driver."""
+    try:
+        value = float(text) if text is not None else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
 def receive_count(message: MessageTypeDef) -> int:
-    return int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+    """SQS's ApproximateReceiveCount (1 when a server leaves it out or sends something else)."""
+    count = finite(message.get("Attributes", {}).get("ApproximateReceiveCount"))
+    return int(count) if count is not None and 1 <= count < 2**31 else 1
+
+
+def server_ms(message: MessageTypeDef, name: str) -> float | None:
+    """A system attribute that is a time on SQS's clock (epoch milliseconds), if the server sent it."""
+    return finite(message.get("Attributes", {}).get(name))  # type: ignore[call-overload]
 
 
 def receive(client: SQSClient, url: str, count: int, visibility: int, wait: int = 0) -> list[MessageTypeDef]:
@@ -118,10 +150,14 @@ def receive(client: SQSClient, url: str, count: int, visibility: int, wait: int 
     return list(got.get("Messages", []))
 
 
-def _size(entry: SendMessageBatchRequestEntryTypeDef) -> int:
-    attrs = entry.get("MessageAttributes", {})
-    extra = sum(len(k) + len(str(v.get("StringValue", ""))) + 16 for k, v in attrs.items())
-    return len(entry["MessageBody"].encode()) + extra
+def attributes_size(attrs: Any) -> int:
+    """What message attributes count toward a message's size: each name, type and value (with slack)."""
+    return sum(len(k.encode()) + len(str(v.get("StringValue", "")).encode()) + 16 for k, v in attrs.items())
+
+
+def size_of(entry: SendMessageBatchRequestEntryTypeDef) -> int:
+    """The bytes SQS counts for one message: its body (UTF-8) and its attributes."""
+    return len(entry["MessageBody"].encode()) + attributes_size(entry.get("MessageAttributes", {}))
 
 
 def _chunks(entries: Sequence[SendMessageBatchRequestEntryTypeDef]) -> Iterator[list[Any]]:
@@ -129,7 +165,7 @@ def _chunks(entries: Sequence[SendMessageBatchRequestEntryTypeDef]) -> Iterator[
     chunk: list[Any] = []
     size = 0
     for entry in entries:
-        cost = _size(entry)
+        cost = size_of(entry)
         if chunk and (len(chunk) == MAX_BATCH or size + cost > MAX_BATCH_BYTES):
             yield chunk
             chunk, size = [], 0
@@ -140,15 +176,20 @@ def _chunks(entries: Sequence[SendMessageBatchRequestEntryTypeDef]) -> Iterator[
 
 
 def send(client: SQSClient, url: str, entries: Sequence[SendMessageBatchRequestEntryTypeDef]) -> None:
-    """SendMessageBatch, ten at a time; an entry SQS refuses fails the push naming its error."""
+    """SendMessageBatch, ten at a time; an entry SQS refuses fails the push naming its error.
+
+    An entry refused as the sender's fault (its data) is `StoreRefused`; one refused
+    as SQS's own fault may succeed when sent again (`DriverUnavailable`).
+    """
     for chunk in _chunks(entries):
         with translated(f"SendMessageBatch on {url}"):
             result = client.send_message_batch(QueueUrl=url, Entries=chunk)
         failed = result.get("Failed", [])
         if failed:
             reasons = "; ".join(sorted({f"{f['Code']}: {f.get('Message', '')}" for f in failed}))
-            raise DriverError(f"SQS stored {len(chunk) - len(failed)} of {len(chunk)} messages on {url}; "
-                              f"refused: {reasons}")
+            kind = StoreRefused if any(f.get("SenderFault", True) for f in failed) else DriverUnavailable
+            raise kind(f"SQS stored {len(chunk) - len(failed)} of {len(chunk)} messages on {url}; "
+                       f"refused: {reasons}")
 
 
 def delete(client: SQSClient, url: str, handles: Sequence[str]) -> int:
@@ -187,6 +228,14 @@ def counts(client: SQSClient, url: str) -> tuple[int, int, int]:
         attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=names).get("Attributes", {})
     ready, delayed, reserved = (int(attrs.get(name, "0")) for name in names)
     return ready, delayed, reserved
+
+
+def max_size(client: SQSClient, url: str) -> int:
+    """The longest message the queue takes (its MaximumMessageSize), or SQS's floor if it does not say."""
+    with translated(f"GetQueueAttributes on {url}"):
+        attrs = client.get_queue_attributes(QueueUrl=url, AttributeNames=["MaximumMessageSize"])
+    found = finite(attrs.get("Attributes", {}).get("MaximumMessageSize"))
+    return int(found) if found is not None and found >= 1024 else MAX_MESSAGE_BYTES
 
 
 class QueueUrls:

@@ -7,9 +7,15 @@ why ride as message attributes::
     jb-id, jb-queue, jb-name      String
     jb-attempts, jb-failed-at     Number (failed_at in clock seconds)
     jb-error                      String, the last MAX_ERROR characters; absent when empty
+    jb-truncated                  Number, only when the body had to be cut to fit: its length in bytes
 
 A message without them (moved there by an SQS redrive policy) is read from its
-body. SQS has no way to read a queue without receiving from it: listing,
+body, and one whose attributes are malformed (written by someone else) is read
+as far as they go. Every failed job fits: the id and name attributes are cut to
+MAX_LABEL characters, and when a body comes near the failed queue's size limit
+the error keeps as much of its end as there is room for, then (a body from a
+queue that takes more than the failed store) the body keeps its beginning and
+``jb-truncated`` says how many bytes it had. SQS has no way to read a queue without receiving from it: listing,
 retrying and flushing receive in batches of ten, hiding what they saw for
 SCAN_HIDE seconds, and show what they leave behind again at once. A listing
 reads at most SCAN_CAP messages (the newest of those come first).
@@ -24,13 +30,17 @@ from jobbridge.clock import Clock
 from jobbridge.drivers.sqs_client import (
     QueueUrls,
     attribute,
+    attributes_size,
     change_visibility,
     clean,
     counts,
     delete,
+    finite,
+    max_size,
     number,
     receive,
     send,
+    server_ms,
     string,
 )
 from jobbridge.envelope import Envelope, FailedJob, Reservation
@@ -42,12 +52,20 @@ if TYPE_CHECKING:
 
 ATTR_ID, ATTR_QUEUE, ATTR_NAME = "jb-id", "jb-queue", "jb-name"
 ATTR_ATTEMPTS, ATTR_FAILED_AT, ATTR_ERROR = "jb-attempts", "jb-failed-at", "jb-error"
+ATTR_TRUNCATED = "jb-truncated"
 #: seconds a scanned message stays hidden if the scan dies before it shows it again
 SCAN_HIDE = 30
 #: the most messages one listing reads
 SCAN_CAP = 1000
 #: the most characters of an error kept (the end, where a traceback says what happened)
 MAX_ERROR = 32_000
+#: the most characters of the id and the name kept in attributes (the body holds them whole)
+MAX_LABEL = 512
+#: bytes the failed store may add to a job's body: its attributes, with at least the error's last
+#: kilobyte (the sqs driver refuses a push whose body leaves less room than this)
+FAILED_ROOM = 4 * 1024
+#: attempts as SQS can hold them in a Number attribute (38 digits)
+MAX_ATTEMPTS = 10**15
 REDRIVEN = "moved to the failed store by SQS (a redrive policy on the queue), not by a worker"
 
 
@@ -56,22 +74,33 @@ class FailedStore:
 
     def __init__(self, client: SQSClient, queues: QueueUrls, clock: Clock) -> None:
         self.client, self.queues, self.clock = client, queues, clock
+        self._max: int | None = None
 
     def entry(self, reservation: Reservation, error: str) -> SendMessageBatchRequestEntryTypeDef:
-        """The failed-store message for a reservation: its stored body, and why as attributes."""
+        """The failed-store message for a reservation: its stored body, and why as attributes, cut to fit."""
         env = reservation.envelope
+        queue = getattr(reservation.receipt, "queue", env.queue)
         attrs: dict[str, Any] = {
-            ATTR_ID: string(clean(reservation.id)), ATTR_QUEUE: string(env.queue),
-            ATTR_NAME: string(clean(env.name)), ATTR_ATTEMPTS: number(env.attempts),
+            ATTR_ID: string(clean(reservation.id)[:MAX_LABEL] or "-"), ATTR_QUEUE: string(clean(queue)),
+            ATTR_NAME: string(clean(env.name)[:MAX_LABEL] or "-"),
+            ATTR_ATTEMPTS: number(max(-MAX_ATTEMPTS, min(env.attempts, MAX_ATTEMPTS))),
             ATTR_FAILED_AT: number(self.clock.now()),
         }
-        text = clean(error)
-        if len(text) > MAX_ERROR:
-            text = "\u2026" + text[-MAX_ERROR:]
+        body = clean(_stored(reservation).decode("utf-8", errors="replace")).encode()
+        room = self._limit() - attributes_size({**attrs, ATTR_ERROR: string(""), ATTR_TRUNCATED: number(0)})
+        if len(body) > room:
+            attrs[ATTR_TRUNCATED] = number(len(body))
+            body = body[:max(0, room - 1024)]
+        text = _tail(clean(error), min(MAX_ERROR * 4, room - len(body)))
         if text:
             attrs[ATTR_ERROR] = string(text)
-        body = clean(reservation.stored_body().decode("utf-8", errors="replace"))
-        return {"Id": "0", "MessageBody": body, "MessageAttributes": attrs}
+        return {"Id": "0", "MessageBody": body.decode("utf-8", errors="ignore"), "MessageAttributes": attrs}
+
+    def _limit(self) -> int:
+        """The failed queue's MaximumMessageSize, asked once."""
+        if self._max is None:
+            self._max = max_size(self.client, self.queues.failed_url())
+        return self._max
 
     def add(self, reservation: Reservation, error: str) -> None:
         send(self.client, self.queues.failed_url(), [self.entry(reservation, error)])
@@ -153,6 +182,26 @@ class FailedStore:
             change_visibility(self.client, url, [m["ReceiptHandle"] for m in messages], 0)
 
 
+def _stored(reservation: Reservation) -> bytes:
+    """The body to keep: the raw one when it never decoded, else the envelope (its own encoding if it can)."""
+    try:
+        return reservation.stored_body()
+    except (TypeError, ValueError):  # an envelope that cannot be encoded again (a count past 64 bits)
+        return reservation.body
+
+
+def _tail(text: str, room: int) -> str:
+    """The end of ``text`` in at most MAX_ERROR characters and ``room`` UTF-8 bytes, marked when cut."""
+    if len(text) > MAX_ERROR:
+        text = "\u2026" + text[-MAX_ERROR:]
+    data = text.encode()
+    if len(data) <= room:
+        return text
+    if room < 16:
+        return ""
+    return "\u2026" + data[-(room - 3):].decode("utf-8", errors="ignore")
+
+
 def _decoded(body: str) -> Envelope | None:
     try:
         return Envelope.decode(body)
@@ -188,14 +237,16 @@ def failed_job(message: MessageTypeDef) -> FailedJob:
     """A failed-store message as a `FailedJob`; one SQS moved there by itself is read from its body."""
     body = message.get("Body", "")
     env = _decoded(body)
-    attempts, failed_at = attribute(message, ATTR_ATTEMPTS), attribute(message, ATTR_FAILED_AT)
-    sent_at = int(message.get("Attributes", {}).get("SentTimestamp", "0")) / 1000
+    attempts, failed_at = finite(attribute(message, ATTR_ATTEMPTS)), finite(attribute(message, ATTR_FAILED_AT))
+    sent_at = (server_ms(message, "SentTimestamp") or 0.0) / 1000
+    if attempts is None or abs(attempts) > MAX_ATTEMPTS:
+        attempts = env.attempts if env else 0
     return FailedJob(
         id=job_id(message),
         queue=attribute(message, ATTR_QUEUE) or (env.queue if env else "default"),
         name=attribute(message, ATTR_NAME) or (env.name if env else "<undecodable>"),
-        attempts=int(float(attempts)) if attempts else (env.attempts if env else 0),
+        attempts=int(attempts),
         error=attribute(message, ATTR_ERROR) or ("" if attribute(message, ATTR_ID) else REDRIVEN),
-        failed_at=float(failed_at) if failed_at else sent_at,
+        failed_at=failed_at if failed_at is not None else sent_at,
         body=body.encode(),
     )

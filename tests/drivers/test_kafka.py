@@ -25,25 +25,34 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from jobbridge import Backoff, JobBridge, JobContext, job
-from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.clock import SYSTEM_CLOCK, Clock, StoreClock
 from jobbridge.drivers import Resources, driver_for_url, load
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.drivers.kafka import REFUSED, SETTINGS, KafkaDriver, brokers_from_url, open, parse_settings
 from jobbridge.drivers.kafka.client import Admin
+from jobbridge.drivers.kafka.messages import decode
 from jobbridge.drivers.kafka.redis_store import RedisLeaseStore
 from jobbridge.drivers.kafka.sql_store import SqlLeaseStore
 from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, Held, LeaseStore, Spot
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.drivers.redis import RedisDriver
 from jobbridge.drivers.redis.settings import parse_settings as redis_settings
-from jobbridge.envelope import FailedJob, new_id
-from jobbridge.errors import ConfigurationError, DriverUnavailable, NoFailedJob, RefusedSetting
+from jobbridge.envelope import Envelope, FailedJob, new_id
+from jobbridge.errors import (
+    ConfigurationError,
+    DriverError,
+    DriverUnavailable,
+    NoFailedJob,
+    PayloadTooLarge,
+    RefusedSetting,
+    StoreRefused,
+)
 from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import DriverContract, make_envelope
 from jobbridge.worker import Worker, WorkerOptions
 from tests.drivers.database_servers import DIALECTS, fresh_database
-from tests.services import ensure_kafka, ensure_redis
+from tests.services import ensure_kafka, ensure_redis, faketime_env
 
 #: group joins on Tansu take about half of this; 2 s keeps them near the 1 s floor
 FAST_GROUP = {"session.timeout.ms": 2000}
@@ -96,10 +105,11 @@ def sqlite_lock_store(tmp_path: Path, clock: FixedClock) -> Iterator[DatabaseDri
     lock.close()
 
 
-def make_driver(brokers: str, lock_store: object, clock: Clock, names: dict[str, str], **settings: Any) -> KafkaDriver:
+def make_driver(brokers: str, lock_store: object, clock: Clock, names: dict[str, str],
+                config: dict[str, Any] | None = None, **settings: Any) -> KafkaDriver:
     options = {"brokers": brokers, "locks": "locks", "lease": DriverContract.RESERVATION, **names, **settings}
-    resources = Resources(clock=clock, extra={"lock_store": lock_store, "kafka_consumer_config": FAST_GROUP})
-    return open(options, resources)
+    extra = {"lock_store": lock_store, "kafka_consumer_config": FAST_GROUP, "kafka_config": config or {}}
+    return open(options, Resources(clock=clock, extra=extra))
 
 
 def produce_raw(driver: KafkaDriver, queue: str, body: bytes, key: str | None = None) -> None:
@@ -231,6 +241,23 @@ class TestLeaseStore:
         store.finish([Held(c.spot, c.token) for c in claims[:1] + claims[2:3]])
         store.forget("t", 0, 3)
         assert store.states([c.spot for c in claims]) == [None, Claimed.HELD, None, Claimed.HELD]
+
+    def test_a_delayed_row_moves_to_the_failed_store_only_for_its_promoter(self, store: LeaseStore) -> None:
+        row = Delayed(new_id(), "q", 100.0, "job-big", b"big")
+        store.add_delayed([row])
+        (taken,) = store.take_due(100.0, 200.0, "p", 10)
+        failure = FailedJob("job-big", "q", "n", 1, "too large", 150.0, b"big")
+        assert not store.fail_delayed(taken.id, "someone-else", failure)
+        assert store.fail_delayed(taken.id, "p", failure)
+        assert store.failed_newest(5) == [failure] and store.delayed(1000.0) == {}
+        assert store.take_due(1000.0, 2000.0, "p", 10) == []  # gone from the delayed rows for good
+
+    def test_the_store_clock_is_the_server_s(self, store: LeaseStore) -> None:
+        read = store.server_clock()
+        if isinstance(store, SqlLeaseStore) and store.engine.dialect.name == "sqlite":
+            assert read is None  # a file on this host: this host's clock is every worker's
+            return
+        assert read is not None and abs(read() - time.time()) < 5  # the server runs on this machine
 
     def test_the_failed_store(self, store: LeaseStore) -> None:
         for i in range(3):
@@ -577,3 +604,209 @@ def test_a_worker_runs_retries_and_fails_jobs_over_kafka(brokers: str, redis_url
         if keys:
             lock.client.delete(*keys)
         bridge.close()
+
+
+# -- poison: messages that cannot become jobs, and jobs too large to produce -------------------------
+
+
+def produce_with(driver: KafkaDriver, queue: str, records: list[tuple[bytes | None, bytes | None, Any]]) -> list[Spot]:
+    """``(key, value, headers)`` records written by another producer; where each landed."""
+    driver.admin.ensure([driver.topic(queue)])
+    producer = Producer({"bootstrap.servers": ",".join(driver.settings.brokers)})
+    spots: dict[int, Spot] = {}
+
+    def landed(i: int) -> Any:
+        return lambda _error, m: spots.__setitem__(i, Spot(m.topic(), m.partition(), m.offset()))
+
+    for i, (key, value, headers) in enumerate(records):
+        producer.produce(driver.topic(queue), value=value, key=key, headers=headers, on_delivery=landed(i))
+    assert producer.flush(10) == 0
+    return [spots[i] for i in range(len(records))]
+
+
+def test_messages_that_cannot_become_jobs_are_handed_out_to_be_failed(
+    brokers: str, clock: FixedClock, names: dict[str, str], tmp_path: Path
+) -> None:
+    """On PostgreSQL, the strictest lock store: its id columns hold 191 characters, its text no NUL."""
+    good = make_envelope(clock)
+    headed = make_envelope(clock)
+    records: list[tuple[bytes | None, bytes | None, Any]] = [
+        (good.id.encode(), good.encode(), None),
+        # the driver reads no record header: malformed ones change nothing
+        (None, headed.encode(), [("jb-attempts", b"\xff\xfe"), ("attempts", b"not a number"), ("empty", None)]),
+        (b"\xff\xfe", b"\xff\xfe not UTF-8", None),
+        (b"tombstone", None, None),
+        (b"long-id", make_envelope(clock).replace(id="j" * 300).encode(), None),
+        (b"nul-id", make_envelope(clock).replace(id="a\x00b").encode(), None),
+        (b"long-name", make_envelope(clock).replace(name="n" * 300).encode(), None),
+        (b"attempts", make_envelope(clock).replace(attempts=2**40).encode(), None),
+        (b"x" * 300, b"[1, 2]", None),
+    ]
+    with fresh_database("postgresql", tmp_path) as url:
+        lock = DatabaseDriver(url, clock=clock)
+        driver = make_driver(brokers, lock, clock, names)
+        try:
+            spots = produce_with(driver, "default", records)
+            got = {r.id: r for r in driver.reserve(["default"], 20)}
+            # a key that is not a plain short id names nothing: the message's spot does, stably
+            by_spot = str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafka:{spots[2].key}"))
+            poison = {by_spot, "tombstone", "long-id", "nul-id", "long-name", "attempts",
+                      str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafka:{spots[8].key}"))}
+            assert set(got) == {good.id, headed.id} | poison
+            assert got[good.id].decode_error is None and got[headed.id].decode_error is None
+            assert got[headed.id].attempt == 1
+            reasons = {job_id: got[job_id].decode_error or "" for job_id in poison}
+            assert "not JSON" in reasons["tombstone"] and "id" in reasons["long-id"] and "id" in reasons["nul-id"]
+            assert "name" in reasons["long-name"] and "attempts" in reasons["attempts"]
+            for job_id in poison:
+                driver.fail(got[job_id], reasons[job_id])
+            driver.acknowledge([got[good.id], got[headed.id]])
+            failed = {f.id: f for f in driver.failed_jobs(20)}
+            assert set(failed) == poison and failed[by_spot].body == b"\xff\xfe not UTF-8"
+            assert all(failed[job_id].error == reasons[job_id] for job_id in poison)
+            assert driver.reserve(["default"], 20) == [] and driver.pending_count("default") == 0
+        finally:
+            driver.close()
+            lock.close()
+
+
+def test_a_decoder_that_raises_names_the_problem_and_never_the_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(body: object, attempts: int | None = None) -> Envelope:
+        raise RuntimeError("a bug, quoting the body: secret")
+
+    monkeypatch.setattr(Envelope, "decode", broken)
+    assert decode(b"{}") == (None, "stored message could not be read (RuntimeError)")
+
+
+def test_a_push_larger_than_the_producer_takes_is_refused_before_anything_is_stored(
+    redis_lock_store: RedisDriver, clock: FixedClock, names: dict[str, str]
+) -> None:
+    assert make_driver("127.0.0.1:1", redis_lock_store, clock, names).capabilities.max_message_bytes == 999_900
+    driver = make_driver("127.0.0.1:1", redis_lock_store, clock, names, config={"message.max.bytes": 2000})
+    assert driver.max_message_bytes == driver.capabilities.max_message_bytes == 1900
+    small = make_envelope(clock, delay=60)
+    big = make_envelope(clock, payload={"text": "x" * 2000}, delay=60)
+    with pytest.raises(PayloadTooLarge, match=rf"job {big.id} .* at most 1900 .*message.max.bytes") as caught:
+        driver.push([small, big])
+    assert "x" * 20 not in str(caught.value)  # the error names sizes, never the payload
+    assert driver.store.delayed(clock.now() + 100) == {}  # not even the small one was stored
+    # a due job is refused before any broker is asked (these brokers do not exist)
+    with pytest.raises(PayloadTooLarge):
+        driver.push([make_envelope(clock, payload={"text": "x" * 2000})])
+    driver.close()
+
+
+def test_a_client_option_kafka_refuses_is_a_driver_error(redis_lock_store: RedisDriver, clock: FixedClock,
+                                                          names: dict[str, str]) -> None:
+    driver = make_driver("127.0.0.1:1", redis_lock_store, clock, names, config={"message.max.bytes": "lots"})
+    with pytest.raises(DriverError, match=r"message\.max\.bytes") as caught:
+        driver.push([make_envelope(clock)])
+    assert type(caught.value.__cause__).__name__ == "KafkaException"
+    driver.close()
+
+
+def test_a_delayed_job_too_large_to_produce_goes_to_the_failed_store(
+    brokers: str, redis_lock_store: RedisDriver, clock: FixedClock, names: dict[str, str]
+) -> None:
+    """A body larger than this producer takes (it came from another producer) must not block promotion."""
+    driver = make_driver(brokers, redis_lock_store, clock, names, config={"message.max.bytes": 4000})
+    small, big = make_envelope(clock), make_envelope(clock, payload={"text": "x" * 5000})
+    driver.store.add_delayed([Delayed(new_id(), "default", clock.now(), e.id, e.encode()) for e in (big, small)])
+    (res,) = driver.reserve(["default"], 5)
+    assert res.id == small.id
+    (failed,) = driver.failed_jobs()
+    assert (failed.id, failed.name, failed.body) == (big.id, big.name, big.encode())
+    assert "more than the 3900 this connection produces" in failed.error
+    driver.acknowledge([res])
+    assert driver.pending_count("default") == 0
+    driver.close()
+
+
+def test_a_delayed_job_the_broker_refuses_is_failed_and_the_others_are_produced_once(
+    monkeypatch: pytest.MonkeyPatch, redis_lock_store: RedisDriver, clock: FixedClock, names: dict[str, str]
+) -> None:
+    """A topic whose max.message.bytes is below the producer's: the broker refuses at delivery."""
+    driver = make_driver("127.0.0.1:1", redis_lock_store, clock, names)
+    produced: list[str] = []
+
+    def produce(messages: list[tuple[str, str, bytes]]) -> None:
+        if any(len(body) > 3000 for _, _, body in messages):
+            raise StoreRefused("kafka failed to deliver a job: Broker: Message size too large")
+        produced.extend(key for _, key, _ in messages)
+
+    monkeypatch.setattr(driver, "_produce", produce)
+    envs = [make_envelope(clock), make_envelope(clock, payload={"text": "x" * 5000}), make_envelope(clock)]
+    driver.store.add_delayed([Delayed(new_id(), "default", clock.now(), e.id, e.encode()) for e in envs])
+    driver.reclaim_expired()  # promotes what is due
+    assert sorted(produced) == sorted([envs[0].id, envs[2].id])
+    (failed,) = driver.failed_jobs()
+    assert failed.id == envs[1].id and "Message size too large" in failed.error
+    clock.advance(120)  # past the promoter's fence: nothing was left behind to be produced again
+    driver.reclaim_expired()
+    assert sorted(produced) == sorted([envs[0].id, envs[2].id])
+    driver.close()
+
+
+def test_leases_are_judged_by_the_lock_store_s_clock(
+    redis_lock_store: RedisDriver, sqlite_lock_store: DatabaseDriver, names: dict[str, str]
+) -> None:
+    on_redis = make_driver("127.0.0.1:1", redis_lock_store, SYSTEM_CLOCK, names)
+    assert isinstance(on_redis.clock, StoreClock) and abs(on_redis.clock.now() - time.time()) < 5
+    # SQLite is a file on this host: every worker using it shares this host's clock
+    assert make_driver("127.0.0.1:1", sqlite_lock_store, SYSTEM_CLOCK, names).clock is SYSTEM_CLOCK
+    fixed = FixedClock()
+    assert make_driver("127.0.0.1:1", redis_lock_store, fixed, names).clock is fixed  # tests keep theirs
+
+
+_RECLAIMER = textwrap.dedent("""
+    import json, sys, time
+    from jobbridge.drivers import Resources
+    from jobbridge.drivers.database import DatabaseDriver
+    from jobbridge.drivers.kafka import open
+    from jobbridge.drivers.redis import RedisDriver
+    from jobbridge.drivers.redis.settings import parse_settings
+
+    args = json.loads(sys.argv[1])
+    if args["url"].startswith("redis"):
+        lock = RedisDriver(parse_settings({"url": args["url"], "prefix": args["prefix"]}))
+    else:
+        lock = DatabaseDriver(args["url"])
+    driver = open(args["settings"], Resources(extra={"lock_store": lock}))
+    # what reclaim_expired asks the lock store, by the driver's clock (and nothing of Kafka)
+    lapsed = driver.store.lapse(driver.clock.now(), 100)
+    print(json.dumps({"ahead": time.time() - args["now"], "reclaimed": len(lapsed)}), flush=True)
+""")
+
+
+@pytest.mark.parametrize("kind", ["redis", "postgresql"])
+def test_a_worker_whose_clock_is_two_minutes_ahead_sees_no_lease_lapse_early(
+    kind: str, brokers: str, redis_url: str, names: dict[str, str], tmp_path: Path
+) -> None:
+    import json
+
+    with fresh_database("postgresql", tmp_path) as pg_url:
+        url = redis_url if kind == "redis" else pg_url
+        prefix = f"jbkt:{uuid.uuid4().hex[:10]}:"
+        lock: RedisDriver | DatabaseDriver = (RedisDriver(redis_settings({"url": url, "prefix": prefix}))
+                                              if kind == "redis" else DatabaseDriver(url))
+        settings = {"brokers": brokers, "locks": "locks", "lease": 30.0, **names}
+        driver = open(settings, Resources(extra={"lock_store": lock, "kafka_consumer_config": FAST_GROUP}))
+        try:
+            driver.push([make_envelope(FixedClock(time.time())) for _ in range(3)])
+            held = driver.reserve(["default"], 3)
+            assert len(held) == 3
+            args = {"url": url, "prefix": prefix, "settings": settings, "now": time.time()}
+            done = subprocess.run([sys.executable, "-c", _RECLAIMER, json.dumps(args)], cwd=ROOT, text=True,
+                                  capture_output=True, timeout=60,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT), **faketime_env(120)})
+            assert done.returncode == 0, done.stderr[-3000:]
+            seen = json.loads(done.stdout)
+            assert seen["ahead"] > 100, "the reclaimer did not run with its clock ahead"
+            # by its own clock every lease lapsed 90 s ago; by the store's none has
+            assert seen["reclaimed"] == 0
+            assert len(driver.extend(held, 30)) == 3
+            driver.acknowledge(held)
+            assert driver.pending_count("default") == 0
+        finally:
+            driver.close()
+            lock.close()

@@ -24,15 +24,23 @@ import pytest
 from botocore.exceptions import BotoCoreError
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
-from jobbridge.drivers import Resources, driver_for_url, load
+from jobbridge.drivers import Resources, driver_for_url, load, schema_of
 from jobbridge.drivers import sqs as sqs_module
 from jobbridge.drivers.base import Driver
-from jobbridge.drivers.sqs import SqsDriver
+from jobbridge.drivers.sqs import MAX_BODY, SqsDriver
+from jobbridge.drivers.sqs_client import send
 from jobbridge.drivers.sqs_failed import MAX_ERROR, REDRIVEN
 from jobbridge.drivers.sqs_settings import parse_settings
 from jobbridge.envelope import Envelope, Reservation
-from jobbridge.errors import ConfigurationError, DriverError, DriverUnavailable, NoFailedJob, RefusedSetting
-from jobbridge.refusals import DRIVER_FIELDS
+from jobbridge.errors import (
+    ConfigurationError,
+    DriverError,
+    DriverUnavailable,
+    NoFailedJob,
+    PayloadTooLarge,
+    RefusedSetting,
+    StoreRefused,
+)
 from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import DriverContract, make_envelope
@@ -225,13 +233,25 @@ def test_a_delay_longer_than_sqs_allows_is_resent_until_due(open_driver: Callabl
     driver.client.meta.events.register("provide-client-params.sqs.SendMessageBatch",
                                        lambda params, **_: sent.extend(params["Entries"]))
     driver.push([now_envelope(delay=3600)])
-    assert sent[0]["DelaySeconds"] == 900 and float(sent[0]["MessageAttributes"]["jb-due"]["StringValue"]) > 0
+    # the wait counts from the send, on SQS's clock (its SentTimestamp): no worker's clock is asked
+    assert sent[0]["DelaySeconds"] == 900 and float(sent[0]["MessageAttributes"]["jb-wait"]["StringValue"]) > 3599
     driver.max_delay = 1  # SQS's 15 minutes, scaled down so that the re-sending can be watched
     (env,) = [now_envelope(queue="high", delay=2.5)]
     driver.push([env])
     res, waited = poll(driver, queues=("high",))
     assert res.id == env.id and res.attempt == 1 and waited > 2.0
     assert len(sent) >= 3  # the push, then a re-send for each early receipt
+
+
+def test_a_due_time_an_older_version_wrote_is_still_honoured(open_driver: Callable[..., SqsDriver]) -> None:
+    driver = open_driver()
+    env = now_envelope()
+    due = {"DataType": "Number", "StringValue": repr(time.time() + 2)}
+    driver.client.send_message(QueueUrl=driver.queues.url("default"), MessageBody=env.encode().decode(),
+                               MessageAttributes={"jb-due": due})
+    assert driver.reserve(["default"], 1) == []  # not due: sent again, with the wait that is left
+    res, waited = poll(driver)
+    assert res.id == env.id and waited > 0.5
 
 
 def test_a_blocking_reserve_wakes_on_a_push_from_another_client(open_driver: Callable[..., SqsDriver]) -> None:
@@ -406,7 +426,7 @@ def test_an_unreachable_server_is_driver_unavailable() -> None:
 
 def test_the_module_follows_the_driver_convention() -> None:
     assert load("sqs") is sqs_module and driver_for_url("sqs://123/jobs") == "sqs"
-    assert set(sqs_module.SETTINGS) == set(DRIVER_FIELDS["sqs"])
+    assert set(sqs_module.SETTINGS) == set(schema_of("sqs").fields)
     assert not set(sqs_module.REFUSED) & set(sqs_module.SETTINGS)
 
 
@@ -477,3 +497,128 @@ def test_an_envelope_round_trips_through_a_body(open_driver: Callable[..., SqsDr
     (res,) = driver.reserve(["default"], 1)
     assert res.envelope == env.replace(attempts=1)
     assert Envelope.decode(res.envelope.encode()) == res.envelope
+
+
+# -- poison: messages that cannot become jobs, and the size limit -------------------------------------
+
+
+def attr(kind: str, value: str | bytes) -> dict[str, Any]:
+    if isinstance(value, bytes):
+        return {"DataType": kind, "BinaryValue": value}
+    return {"DataType": kind, "StringValue": value}
+
+
+@pytest.mark.parametrize(("name", "value"), [("jb-wait", attr("Number", "soon")), ("jb-wait", attr("Binary", b"\xff")),
+                                             ("jb-due", attr("String", "nan")), ("jb-wait", attr("Number", "1e400"))])
+def test_a_wait_attribute_that_is_not_a_number_is_failed_with_why(
+    open_driver: Callable[..., SqsDriver], name: str, value: dict[str, Any]
+) -> None:
+    """Re-sent for ever, or crashing the reserve, it would never settle: it is handed out to be failed."""
+    driver = open_driver()
+    env = now_envelope()
+    sent = driver.client.send_message(QueueUrl=driver.queues.url("default"), MessageBody=env.encode().decode(),
+                                      MessageAttributes={name: value})
+    (res,) = driver.reserve(["default"], 5)
+    assert res.id == sent["MessageId"] and res.attempt == 1
+    assert res.decode_error == f"the message attribute {name} is not a finite number of seconds"
+    driver.fail(res, res.decode_error)
+    (failed,) = driver.failed_jobs()
+    assert failed.body == env.encode() and failed.error == res.decode_error and failed.queue == "default"
+    assert driver.pending_count("default") == 0
+
+
+def test_attributes_the_driver_does_not_read_change_nothing(open_driver: Callable[..., SqsDriver]) -> None:
+    driver = open_driver()
+    env = now_envelope()
+    driver.client.send_message(QueueUrl=driver.queues.url("default"), MessageBody=env.encode().decode(),
+                               MessageAttributes={"jb-attempts": attr("String", "many"),
+                                                  "trace": attr("Binary", b"\xff\xfe")})
+    (res,) = driver.reserve(["default"], 5)
+    assert res.decode_error is None and res.envelope == env.replace(attempts=1)
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    (now_envelope(attempts=2**40).encode(), "attempts"),  # past a 32-bit count
+    (now_envelope().replace(name="n" * 300).encode(), "name"),
+    (b'{"v": 1, "id": 7}', "id"),
+])
+def test_an_envelope_out_of_range_is_handed_out_to_be_failed(
+    open_driver: Callable[..., SqsDriver], body: bytes, why: str
+) -> None:
+    driver = open_driver()
+    sent = driver.client.send_message(QueueUrl=driver.queues.url("default"), MessageBody=body.decode())
+    (res,) = driver.reserve(["default"], 5)
+    assert res.id == sent["MessageId"] and res.decode_error and why in res.decode_error
+    driver.fail(res, res.decode_error)
+    (failed,) = driver.failed_jobs()
+    assert failed.body == body and failed.id == sent["MessageId"]
+
+
+def test_a_failed_job_near_the_size_limit_keeps_its_body_and_the_end_of_its_error(
+    open_driver: Callable[..., SqsDriver]
+) -> None:
+    driver = open_driver()
+    body = "not json " + "\u00e9" * (MAX_BODY // 2 - 10)  # two bytes a character: just under MAX_BODY
+    inject(driver, "default", body)
+    (res,) = driver.reserve(["default"], 1)
+    driver._failed._max = 256 * 1024  # the failed queue at SQS's old default size (this server takes 1 MiB)
+    driver.fail(res, "x" * 40_000 + "the end")
+    (failed,) = driver.failed_jobs()
+    assert failed.body == body.encode() and failed.error.endswith("the end")
+    assert 1024 < len(failed.error) < 4096, "the error keeps what fits beside the body"
+
+
+def test_a_body_larger_than_the_failed_store_takes_is_kept_cut_with_its_length(
+    open_driver: Callable[..., SqsDriver]
+) -> None:
+    """A job queue may take more than the failed store: the failure is stored all the same."""
+    driver = open_driver()
+    inject(driver, "default", "y" * 20_000)
+    (res,) = driver.reserve(["default"], 1)
+    driver._failed._max = 10_000  # as if the failed queue's MaximumMessageSize were 10,000 bytes
+    driver.fail(res, "too big: " + "z" * 20_000)
+    got = driver.client.receive_message(QueueUrl=driver.queues.failed_url(), MessageAttributeNames=["All"])
+    (raw,) = got["Messages"]
+    attrs = raw["MessageAttributes"]
+    assert attrs["jb-truncated"]["StringValue"] == "20000" and raw["Body"] == "y" * len(raw["Body"])
+    assert len(raw["Body"].encode()) + sum(len(v["StringValue"]) for v in attrs.values()) <= 10_000
+    assert attrs["jb-error"]["StringValue"].endswith("z" * 100)
+
+
+def test_a_push_over_the_limit_is_refused_before_anything_is_sent(open_driver: Callable[..., SqsDriver]) -> None:
+    driver = open_driver()
+    assert driver.capabilities.max_message_bytes == MAX_BODY == 256 * 1024 - 4096
+    small, big = now_envelope(), now_envelope(payload={"text": "x" * MAX_BODY})
+    with pytest.raises(PayloadTooLarge, match=rf"job {big.id} .* at most {MAX_BODY}") as caught:
+        driver.push([small, big])
+    assert "xxxxxxxxxx" not in str(caught.value)
+    assert driver.pending_count("default") == 0
+
+
+def test_malformed_failed_store_attributes_are_read_as_far_as_they_go(
+    open_driver: Callable[..., SqsDriver], admin: SQSClient
+) -> None:
+    driver = open_driver()
+    env = now_envelope(attempts=2)
+    admin.send_message(QueueUrl=driver.queues.failed_url(), MessageBody=env.encode().decode(), MessageAttributes={
+        "jb-id": attr("String", env.id), "jb-attempts": attr("Number", "several"),
+        "jb-failed-at": attr("String", "yesterday"), "jb-error": attr("String", "boom")})
+    (failed,) = driver.failed_jobs()
+    assert (failed.id, failed.attempts, failed.error) == (env.id, 2, "boom")
+    assert abs(failed.failed_at - time.time()) < 60  # the server's SentTimestamp stands in
+
+
+def test_data_sqs_refuses_is_store_refused_not_unavailable(open_driver: Callable[..., SqsDriver]) -> None:
+    driver = open_driver()
+    with pytest.raises(StoreRefused, match="refused"):
+        send(driver.client, driver.queues.url("default"), [{"Id": "0", "MessageBody": "\x00"}])
+
+
+def test_a_receiver_whose_clock_is_an_hour_ahead_waits_out_a_long_delay(open_driver: Callable[..., SqsDriver]) -> None:
+    """The wait past SQS's 15 minutes is measured by SQS's clock, not by whoever receives the message."""
+    sender, receiver = open_driver(), open_driver(FixedClock(time.time() + 3600))
+    sender.max_delay = receiver.max_delay = 1  # SQS's 15 minutes, scaled down
+    (env,) = [now_envelope(delay=2.5)]
+    sender.push([env])
+    res, waited = poll(receiver)
+    assert res.id == env.id and waited > 2.0

@@ -1,8 +1,9 @@
 """The confluent-kafka clients the driver talks through, and the wall that keeps their errors out.
 
 Every call into the client goes through `translated()`: a transport failure
-(broker down, timed out) becomes `DriverUnavailable`, anything else
-`DriverError`, with the `KafkaException` chained as ``__cause__``.
+(broker down, timed out) becomes `DriverUnavailable`, a refusal of the data
+itself (a message too large, a record the broker rejects) `StoreRefused`,
+anything else `DriverError`, with the `KafkaException` chained as ``__cause__``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
-from jobbridge.errors import DriverError, DriverUnavailable
+from jobbridge.errors import DriverError, DriverUnavailable, StoreRefused
 
 #: partitions of a topic the driver creates (an operator may create topics beforehand with more)
 TOPIC_PARTITIONS = 4
@@ -30,6 +31,10 @@ FLUSH_TIMEOUT = 30.0
 SESSION_TIMEOUT_MS = 10_000
 #: a consumer that has not reserved for this long hands its partitions to the others
 MAX_POLL_INTERVAL_MS = 60_000
+#: the producer's ``message.max.bytes`` unless the client config sets it (librdkafka's default)
+MESSAGE_MAX_BYTES = 1_000_000
+#: what a record adds to its value within ``message.max.bytes``: the key (a job id) and the framing
+RECORD_OVERHEAD = 100
 
 _TRANSPORT = {
     KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
@@ -39,12 +44,31 @@ _TRANSPORT = {
 }
 
 
+#: the broker or the client refused the record itself: sending it again cannot help
+_REFUSED = {
+    KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE, KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG,
+}
+
+
 def error_for(action: str, error: KafkaError | None, detail: object = "") -> DriverError:
     """The jobbridge exception for a Kafka error; the caller raises it ``from`` the original."""
     text = f"kafka failed to {action}: {error if error is not None else detail}"
+    if error is not None and error.code() in _REFUSED:
+        return StoreRefused(text)
     if error is None or error.code() in _TRANSPORT or (error.retriable() and not error.fatal()):
         return DriverUnavailable(text)
     return DriverError(text)
+
+
+def message_limit(config: Mapping[str, Any]) -> int:
+    """The longest value this connection produces: the producer's ``message.max.bytes`` less a record's key
+    and framing. A limit that is not a whole number of bytes is refused when the producer is made."""
+    try:
+        configured = int(config.get("message.max.bytes", MESSAGE_MAX_BYTES))
+    except (TypeError, ValueError):
+        configured = MESSAGE_MAX_BYTES
+    return max(1, configured - RECORD_OVERHEAD)
 
 
 @contextmanager
@@ -160,7 +184,8 @@ class Sender:
     """The producer: a batch is produced in full, then flushed once; any failed delivery raises."""
 
     def __init__(self, config: Mapping[str, Any]) -> None:
-        self.producer = Producer(dict(config))
+        with translated("create the producer"):  # a client option it refuses (KafkaException) surfaces here
+            self.producer = Producer(dict(config))
         #: a fatal error (the idempotent producer fenced or out of sequence) ends this producer
         self.broken = False
 

@@ -7,6 +7,8 @@
 --           `token`, so a promoter that dies before dropping it leaves it due again at `until`
 --                                                     returns id, queue, job id, body per row
 --   "drop"  token, then ids: deleted only while still marked with that token   returns 0
+--   "fail"  token, id, failed_at, job id, queue, name, attempts, error, body: the row (while still
+--           marked with that token) becomes a failed job                      returns 1/0
 
 local p, op = ARGV[1], ARGV[2]
 
@@ -42,6 +44,23 @@ if op == 'take' then
     end
   end
   return out
+end
+
+if op == 'fail' then
+  local key = p .. 'D:' .. ARGV[4]
+  local row = redis.call('HMGET', key, 'q', 't')
+  if row[2] ~= ARGV[3] then
+    return 0
+  end
+  redis.call('DEL', key)
+  redis.call('ZREM', p .. 'delayed', ARGV[4])
+  redis.call('ZREM', p .. 'DQ:' .. row[1], ARGV[4])
+  local failed_at, id = ARGV[5], ARGV[6]
+  redis.call('DEL', p .. 'F:' .. id)
+  redis.call('HSET', p .. 'F:' .. id, 'id', id, 'queue', ARGV[7], 'name', ARGV[8], 'attempts', ARGV[9],
+    'error', ARGV[10], 'failed_at', failed_at, 'body', ARGV[11])
+  redis.call('ZADD', p .. 'failed', failed_at, id)
+  return 1
 end
 
 local token = ARGV[3]

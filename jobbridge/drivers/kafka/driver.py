@@ -6,7 +6,12 @@ reserves, releases, retries or reclaims first). A reserve reads the topics in
 priority order and claims each message in the lock store under a lease; the
 lock store decides the one winner if two consumers read the same offset.
 Settling a job marks it done there, and offsets are committed up to each
-partition's settled prefix. See docs/kafka.md.
+partition's settled prefix. Every deadline and due time is read off the lock
+store's clock (`store_clock`), so workers whose own clocks disagree still agree
+on when a lease lapses. An encoded job is at most `max_message_bytes` (the
+producer's ``message.max.bytes`` less a record's key and framing); a message
+Kafka refuses when a delayed job falls due goes to the failed store with why,
+rather than blocking every promotion after it (`failures`). See docs/kafka.md.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of, store_clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.kafka.client import (
     TOPIC_PARTITIONS,
@@ -28,14 +33,17 @@ from jobbridge.drivers.kafka.client import (
     Sender,
     common_config,
     consumer_config,
+    message_limit,
     producer_config,
 )
+from jobbridge.drivers.kafka.failures import failed_record, unproducible
+from jobbridge.drivers.kafka.messages import Item, decode
 from jobbridge.drivers.kafka.meter import Meter
-from jobbridge.drivers.kafka.reader import POLL_STEP, Item, Reader
+from jobbridge.drivers.kafka.reader import POLL_STEP, Reader
 from jobbridge.drivers.kafka.settings import KafkaSettings, topic_name
 from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, Held, LeaseStore, Spot
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id, undecodable
-from jobbridge.errors import PayloadDecodeError
+from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id, reservation_from_body
+from jobbridge.errors import PayloadTooLarge, StoreRefused
 
 #: delayed rows produced per round of a promotion
 PROMOTE_BATCH = 1000
@@ -65,18 +73,20 @@ class KafkaDriver:
                  partitions: int = TOPIC_PARTITIONS) -> None:
         self.settings = settings
         self.store = store
-        self.clock = clock
+        read = store.server_clock()
+        self.clock = store_clock(clock, read) if read is not None else clock
         self.reservation = settings.lease
+        extra = dict(config or {})
+        self._producer_config = producer_config(settings.brokers, extra)
+        self.max_message_bytes = message_limit(self._producer_config)
         self.capabilities = Capabilities(
             is_deferred=True, survives_a_restart=True, needs_a_worker=True,
             # due jobs are on Kafka (acks=all); delayed ones and failures are in the lock store
             may_lose_an_accepted_job=bool(store.may_lose_an_accepted_job),
             delayed_push=True, per_message_release=True, priorities=True, transactional_push=False,
-            shared_locks=True, blocking_reserve=True,
+            shared_locks=True, blocking_reserve=True, max_message_bytes=self.max_message_bytes,
         )
-        extra = dict(config or {})
         self.admin = Admin(common_config(settings.brokers, extra), partitions)
-        self._producer_config = producer_config(settings.brokers, extra)
         reading = consumer_config(settings.brokers, settings.group, {**extra, **(consumer or {})})
         self.reader = Reader(reading, self.admin, store, settings.lease)
         self.meter = Meter(reading, self.admin)
@@ -108,14 +118,27 @@ class KafkaDriver:
     # -- push and reserve ---------------------------------------------------------------------
 
     def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
+        """Due jobs onto their topics, the others into the lock store as delayed rows.
+
+        ``available_at`` was read off this process's clock; it is moved onto the
+        store's, which every worker judges due times by.
+        """
         if transaction is not None:
             raise TypeError("the kafka driver cannot join a transaction; the app pushes after the commit")
         for queue in {env.queue for env in envelopes}:
             self.topic(queue)  # a queue Kafka cannot name fails before anything is stored
-        now = self.clock.now()
-        later = [Delayed(new_id(), e.queue, e.available_at, e.id, e.encode())
-                 for e in envelopes if e.available_at > now]
-        self._produce([(e.queue, e.id, e.encode()) for e in envelopes if e.available_at <= now])
+        now, shift = self.clock.now(), offset_of(self.clock)
+        placed = [e.replace(available_at=e.available_at + shift) if shift else e for e in envelopes]
+        bodies = [(e, e.encode()) for e in placed]
+        for env, body in bodies:
+            if len(body) > self.max_message_bytes:
+                raise PayloadTooLarge(
+                    f"job {env.id} ({env.name}) is {len(body)} bytes encoded, and this kafka connection produces "
+                    f"at most {self.max_message_bytes} (message.max.bytes less a record's key and framing): keep "
+                    "large data elsewhere and pass its key, or raise message.max.bytes on the brokers and in "
+                    "the client config")
+        later = [Delayed(new_id(), e.queue, e.available_at, e.id, body) for e, body in bodies if e.available_at > now]
+        self._produce([(e.queue, e.id, body) for e, body in bodies if e.available_at <= now])
         self.store.add_delayed(later)
 
     def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
@@ -174,24 +197,45 @@ class KafkaDriver:
     def _handing_out(self, queue: str, item: Item, now: float) -> tuple[Claim, Reservation]:
         """The lease to claim (it keeps the envelope as handed out) and the reservation if it is won."""
         token, until = new_id(), now + self.reservation
-        receipt = Receipt(item.spot, token)
-        if item.envelope is None:
-            stand_in = undecodable(id=item.job_id, queue=queue, attempts=1, now=now)
-            return (Claim(item.spot, queue, token, until, item.job_id, item.body),
-                    Reservation(stand_in, receipt, until, item.body, item.error))
-        env = item.envelope.replace(attempts=item.envelope.attempts + 1)
-        return Claim(item.spot, queue, token, until, env.id, env.encode()), Reservation(env, receipt, until)
+        res = reservation_from_body(item.body, receipt=Receipt(item.spot, token), lease_until=until, now=now,
+                                    id_hint=item.job_id, queue_hint=queue, attempts_added=1)
+        body = item.body if res.decode_error is not None else res.envelope.encode()
+        return Claim(item.spot, queue, token, until, res.id, body), res
 
     def _promote(self) -> None:
-        """Produce the delayed rows that are due, then drop them (a crash in between: produced twice)."""
+        """Produce the delayed rows that are due, then drop them (a crash in between: produced twice).
+
+        A row Kafka will not take (larger than this producer's limit, or refused by
+        the broker) goes to the failed store instead: left delayed, it would fail
+        every promotion after it, and bring its batch back each time.
+        """
         now = self.clock.now()
         token = new_id()
         while True:
             rows = self.store.take_due(now, now + PROMOTE_FENCE, token, PROMOTE_BATCH)
-            self._produce([(r.queue, r.job_id, r.body) for r in rows])
-            self.store.drop_delayed([r.id for r in rows], token)
+            fits = [r for r in rows if len(r.body) <= self.max_message_bytes]
+            for row in rows:
+                if len(row.body) > self.max_message_bytes:
+                    why = f"{len(row.body)} bytes, more than the {self.max_message_bytes} this connection produces"
+                    self.store.fail_delayed(row.id, token, unproducible(row, why, now))
+            try:
+                self._produce([(r.queue, r.job_id, r.body) for r in fits])
+            except StoreRefused:
+                fits = self._one_by_one(fits, token, now)
+            self.store.drop_delayed([r.id for r in fits], token)
             if len(rows) < PROMOTE_BATCH:
                 return
+
+    def _one_by_one(self, rows: list[Delayed], token: str, now: float) -> list[Delayed]:
+        """After the broker refused a batch: each row alone; the refused ones are failed. The rows produced."""
+        produced = []
+        for row in rows:
+            try:
+                self._produce([(row.queue, row.job_id, row.body)])
+                produced.append(row)
+            except StoreRefused as exc:
+                self.store.fail_delayed(row.id, token, unproducible(row, str(exc), now))
+        return produced
 
     # -- settle a reservation -----------------------------------------------------------------
 
@@ -219,8 +263,8 @@ class KafkaDriver:
     def fail(self, reservation: Reservation, error: str) -> None:
         receipt: Receipt = reservation.receipt
         env = reservation.envelope
-        record = FailedJob(reservation.id, self.queue_of(receipt.spot.topic), env.name, env.attempts, error,
-                           self.clock.now(), reservation.stored_body())
+        record = failed_record(reservation.id, self.queue_of(receipt.spot.topic), env.name, env.attempts, error,
+                               self.clock.now(), reservation.stored_body())
         self.store.fail(receipt.held, record)
         self.reader.settled([receipt.spot])
 
@@ -252,9 +296,8 @@ class KafkaDriver:
         now = self.clock.now()
 
         def fresh(body: bytes) -> bytes:
-            try:
-                env = Envelope.decode(body)
-            except PayloadDecodeError:
+            env, _ = decode(body)
+            if env is None:
                 return body  # goes back as it was, to be failed again with its reason
             return env.replace(attempts=0, available_at=now, unique_key=None).encode()
 

@@ -85,5 +85,6 @@ class Meter:
 
     def close(self) -> None:
         if self._consumer is not None and self._pid == os.getpid():
-            self._consumer.close()
+            with translated("close the counting consumer"):
+                self._consumer.close()
         self._consumer = None

@@ -15,18 +15,16 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from jobbridge.drivers.kafka.client import ADMIN_TIMEOUT, Admin, error_for, translated
+from jobbridge.drivers.kafka.messages import Item, item_of
 from jobbridge.drivers.kafka.store import Claimed, LeaseStore, Spot
 from jobbridge.drivers.kafka.window import Mark, Window
-from jobbridge.envelope import Envelope
-from jobbridge.errors import DriverUnavailable, PayloadDecodeError
+from jobbridge.errors import DriverUnavailable
 
 log = logging.getLogger("jobbridge.kafka")
 
@@ -44,41 +42,6 @@ FOREIGN_CHECK_SECONDS = 1.0
 #: settled records are forgotten in the lock store once the commit moved this far past them
 FORGET_EVERY = 100
 _QUIET = {KafkaError._PARTITION_EOF, KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._MAX_POLL_EXCEEDED}
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One read message, decoded once."""
-
-    spot: Spot
-    key: str | None
-    body: bytes
-    envelope: Envelope | None
-    error: str | None
-
-    @property
-    def available_at(self) -> float:
-        return self.envelope.available_at if self.envelope is not None else float("-inf")
-
-    @property
-    def job_id(self) -> str:
-        if self.envelope is not None:
-            return self.envelope.id
-        # an undecodable body: the key the producer gave it, or a stable id for its spot
-        if self.key and len(self.key) <= 64:
-            return self.key
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"kafka:{self.spot.key}"))
-
-
-def _item(message: Message) -> Item:
-    body = message.value() or b""
-    raw_key = message.key()
-    key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
-    spot = Spot(str(message.topic()), int(message.partition() or 0), int(message.offset() or 0))
-    try:
-        return Item(spot, key, body, Envelope.decode(body), None)
-    except PayloadDecodeError as exc:
-        return Item(spot, key, body, None, str(exc))
 
 
 class Partition:
@@ -191,7 +154,7 @@ class Reader:
                 part = self._parts.get((str(message.topic()), int(message.partition() or 0)))
                 if part is None:
                     continue
-                item = _item(message)
+                item = item_of(message)
                 if part.window is None:
                     part.window = Window(item.spot.offset)  # reading starts at the committed offset
                 part.window.read(item.spot.offset)

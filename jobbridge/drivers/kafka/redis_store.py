@@ -66,6 +66,15 @@ class RedisLeaseStore:
     def migrate(self) -> None:
         """Nothing to create: keys appear when first written."""
 
+    def server_clock(self) -> Callable[[], float]:
+        """Redis ``TIME``: one clock for every worker, whatever their own clocks say."""
+        return self._time
+
+    def _time(self) -> float:
+        with translated():
+            seconds, micros = self.client.time()
+        return float(seconds) + float(micros) / 1e6
+
     def check_eviction_policy(self) -> str:
         """The redis driver's check: an evicting Redis drops delayed and failed jobs silently."""
         return str(self._locks.check_eviction_policy()) if self._locks is not None else "unknown"
@@ -152,6 +161,10 @@ class RedisLeaseStore:
     def drop_delayed(self, ids: Sequence[str], token: str) -> None:
         if ids:
             self._run(self._scripts.delayed, "drop", token, *ids)
+
+    def fail_delayed(self, id: str, token: str, failed: FailedJob) -> bool:
+        return bool(self._run(self._scripts.delayed, "fail", token, id, repr(failed.failed_at), failed.id,
+                              failed.queue, failed.name, failed.attempts, failed.error, failed.body))
 
     # -- counts -------------------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """The Kafka driver's tables in a database lock store (beside, never inside, the database driver's own).
 
 Every row carries ``scope`` (the kafka connection's group and topic prefix),
-so two kafka connections can share one lock store. Times are the driver
-clock's epoch seconds in DOUBLE columns, never the server's ``NOW()``.
+so two kafka connections can share one lock store. Times are epoch seconds
+in DOUBLE columns, on the store's clock: the server's, sampled by each worker
+and carried by its monotonic clock (`jobbridge.clock.StoreClock`), so that
+every worker writes and compares deadlines on one clock.
 
 - ``jobbridge_kafka_leases``: one row per message read, keyed by scope, topic,
   partition and offset; ``state`` 1 = leased (``token``, ``lease_until``,

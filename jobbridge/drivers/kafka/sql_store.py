@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, Insert, and_, case, delete, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, Insert, and_, case, delete, func, insert, or_, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
+from jobbridge.drivers.database.engine import describe
 from jobbridge.drivers.database.failures import as_driver_error, write_transaction
 from jobbridge.drivers.kafka.sql_schema import DONE, LEASED, delayed, failed, leases, metadata
 from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, DelayedCounts, Held, Refresh, Spot
@@ -28,6 +29,9 @@ T = TypeVar("T")
 
 #: failed jobs moved back per transaction by ``failed_retry("all")``
 RETRY_BATCH = 500
+#: the server's clock, by dialect, as epoch seconds (SQLite has none: the host's clock is the store's)
+_NOW = {"postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())",
+        "mysql": "SELECT UNIX_TIMESTAMP(NOW(6))", "mariadb": "SELECT UNIX_TIMESTAMP(NOW(6))"}
 
 
 def _insert_unless_present(dialect: str) -> Insert:
@@ -67,7 +71,15 @@ class SqlLeaseStore:
     def describe(self) -> str:
         if self._locks is not None:
             return str(self._locks.describe())
-        return f"{self.engine.dialect.name} at {self.engine.url.render_as_string(hide_password=True)}"
+        return describe(self.engine.url)
+
+    def server_clock(self) -> Callable[[], float] | None:
+        """The database server's clock (PostgreSQL, MariaDB); None on SQLite, whose every worker shares a host."""
+        return self._time if self.engine.dialect.name in _NOW else None
+
+    def _time(self) -> float:
+        query = text(_NOW[self.engine.dialect.name])
+        return float(self._read("read the server's clock", lambda conn: conn.execute(query).scalar_one()))
 
     def migrate(self) -> None:
         """Create the tables that are missing (a second process creating them at once retries)."""
@@ -161,13 +173,17 @@ class SqlLeaseStore:
         def work(conn: Connection) -> bool:
             if conn.execute(self._settle.where(self._held(held))).rowcount != 1:
                 return False
-            conn.execute(delete(failed).where(failed.c.scope == self.scope, failed.c.id == job.id))
-            conn.execute(insert(failed), {
-                "scope": self.scope, "id": job.id, "queue": job.queue, "name": job.name,
-                "attempts": job.attempts, "error": job.error, "failed_at": job.failed_at, "body": job.body})
+            self._record(conn, job)
             return True
 
         return self._write("fail a job", work)
+
+    def _record(self, conn: Connection, job: FailedJob) -> None:
+        """Write a failed job, replacing an earlier failure of the same id."""
+        conn.execute(delete(failed).where(failed.c.scope == self.scope, failed.c.id == job.id))
+        conn.execute(insert(failed), {
+            "scope": self.scope, "id": job.id, "queue": job.queue, "name": job.name,
+            "attempts": job.attempts, "error": job.error, "failed_at": job.failed_at, "body": job.body})
 
     def lapse(self, now: float, limit: int) -> list[Spot]:
         lapsed = (
@@ -227,6 +243,16 @@ class SqlLeaseStore:
         if ids:
             statement = delete(delayed).where(delayed.c.id.in_(list(ids)), delayed.c.token == token)
             self._write("drop promoted delayed jobs", lambda conn: conn.execute(statement))
+
+    def fail_delayed(self, id: str, token: str, job: FailedJob) -> bool:
+        def work(conn: Connection) -> bool:
+            gone = delete(delayed).where(delayed.c.id == id, delayed.c.token == token)
+            if conn.execute(gone.execution_options(preserve_rowcount=True)).rowcount != 1:
+                return False
+            self._record(conn, job)
+            return True
+
+        return self._write("fail a delayed job", work)
 
     # -- counts -------------------------------------------------------------------------------
 

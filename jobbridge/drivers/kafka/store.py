@@ -17,6 +17,12 @@ A record per message read, keyed by its *spot* (topic, partition, offset):
 
 Every state change is conditional on the token (or on the deadline having
 passed), so exactly one of several racing workers wins it.
+
+Deadlines are compared by every worker, so they are read off the store's own
+clock (`server_clock`: Redis ``TIME``, the database server's clock; on SQLite,
+a file on one host, that host's clock), never each worker's: a worker whose
+clock is a minute ahead would otherwise see every other worker's lease lapse
+a minute early and run its job again.
 """
 
 from __future__ import annotations
@@ -108,6 +114,10 @@ class LeaseStore(Protocol):
 
     def describe(self) -> str: ...
 
+    def server_clock(self) -> Callable[[], float] | None:
+        """How to read the store's clock (epoch seconds), or None when this host's clock is the store's."""
+        ...
+
     # -- leases -------------------------------------------------------------------------------
 
     def claim(self, claims: Sequence[Claim]) -> list[Claimed]:
@@ -152,6 +162,10 @@ class LeaseStore(Protocol):
 
     def drop_delayed(self, ids: Sequence[str], token: str) -> None:
         """Delete rows this promoter took (and still holds) once their messages are on Kafka."""
+        ...
+
+    def fail_delayed(self, id: str, token: str, failed: FailedJob) -> bool:
+        """Move a row this promoter holds to the failed store (Kafka refused its message); False if not held."""
         ...
 
     # -- counts -------------------------------------------------------------------------------
