@@ -21,6 +21,7 @@ from typing import Any
 from jobbridge.clock import Clock
 from jobbridge.drivers import SCHEMES as DRIVER_SCHEMES
 from jobbridge.errors import ConfigurationError
+from jobbridge.redaction import quoted
 from jobbridge.results.base import (
     DEFAULT_TTL,
     FAILURE,
@@ -55,7 +56,8 @@ def open_store(url: str, *, clock: Clock, prefix: str = "jobbridge:", **options:
     backend = SCHEMES.get(scheme)
     if backend is None:
         known = ", ".join(f"{s}://" for s in SCHEMES)
-        raise ConfigurationError(f"no result store handles the URL scheme {scheme!r} in {url!r}; use one of {known}")
+        raise ConfigurationError(
+            f"no result store handles the URL scheme {quoted(scheme)} in {quoted(url)}; use one of {known}")
     if backend == "memory":
         if options:
             raise ConfigurationError(f"the memory result store takes no settings, got {', '.join(sorted(options))}")

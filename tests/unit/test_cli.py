@@ -249,6 +249,18 @@ def test_migrate_and_reclaim(store: Path) -> None:
     assert run("reclaim").output.strip() == "reclaimed 1 job(s) whose reservation had lapsed"
 
 
+@pytest.mark.parametrize("url", ["postgresql://app:hunter2@db:port/app?password=hunter2",  # the port is no number
+                                 "postgres:hunter2@db/app", "mongodb://app:hunter2@db/app?authSource=hunter2"])
+@pytest.mark.parametrize("command", ["status", "failed", "migrate", "worker"])
+def test_a_url_that_fails_is_never_printed_with_its_password(
+        command: str, url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JOBBRIDGE_DATABASE_URL", url)
+    result = run(command, "-A", "tests.unit.test_cli:make_app")
+    assert result.exit_code == 1 and result.output.startswith("Error: ") and "***" in result.output
+    assert "hunter2" not in result.output, result.output
+
+
 def test_an_unknown_connection_is_an_error(store: Path) -> None:
     result = run("status", "--connection", "nope")
     assert result.exit_code == 1 and "no connection is named 'nope'" in result.output
