@@ -25,11 +25,10 @@ from .exceptions import (
     TimeLimitExceeded,
     TimeoutError,
 )
-from .groupresult import GroupResult, ResultSet
 from .install import install_as_celery
 from .log import get_task_logger
 from .request import Request
-from .result import AsyncResult, EagerResult
+from .result import AsyncResult, EagerResult, GroupResult, ResultSet
 from .shared import current_app, current_task, shared_task
 from .signals import logging_is_configured_by_app
 from .task import Task

@@ -1,7 +1,7 @@
 """``Celery``: the app a Celery project makes, on jobbridge.
 
 ``Celery("proj", broker=..., include=[...], **settings)`` keeps Celery's settings
-(compat/settings.py), its tasks, and builds one `JobBridge` from them on first
+(compat/config/settings.py), its tasks, and builds one `JobBridge` from them on first
 use (`jobbridge_app`), which is also how ``jobbridge worker -A proj`` finds it.
 Every task is registered there as a job named after the task.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -18,15 +19,20 @@ from typing import Any
 from jobbridge import JobBridge
 from jobbridge.execution import Middleware
 
-from . import builtins, calling, lifecycle, runner, settings, shared
-from .backend import ResultBackend
-from .control import Control
+from . import shared
+from .canvas import builtins
+from .canvas.signature import Signature
+from .config import settings
 from .exceptions import ImproperlyConfigured, RefusedFeature
-from .groupresult import GroupResult
-from .result import AsyncResult
-from .signals import Signal
-from .signature import Signature
-from .task import Task
+from .ports import AppPort
+from .request import current_task
+from .results.asyncresult import AsyncResult
+from .results.backend import ResultBackend
+from .results.control import Control
+from .results.groupresult import GroupResult
+from .running import calling, lifecycle, runner
+from .signals import Signal, import_modules
+from .task import Task, make_task
 
 log = logging.getLogger("jobbridge.compat")
 
@@ -114,8 +120,6 @@ class Celery:
         self.conf.load(source, self.namespace)
 
     def config_from_envvar(self, variable_name: str, silent: bool = False, force: bool = False) -> None:
-        import os
-
         module = os.environ.get(variable_name)
         if not module:
             if silent:
@@ -136,12 +140,12 @@ class Celery:
     def task(self, *args: Any, **options: Any) -> Any:
         """``@app.task``, ``@app.task(...)`` and ``app.task(fun, ...)``: the function as a Task."""
         if len(args) == 1 and callable(args[0]):
-            return self._task_from_fun(args[0], **options)
+            return self.task_from_fun(args[0], **options)
         if args:
             raise TypeError("app.task() takes the function alone, or keyword options only")
 
         def decorate(fun: Callable[..., Any]) -> Any:
-            return self._task_from_fun(fun, **options)
+            return self.task_from_fun(fun, **options)
 
         return decorate
 
@@ -152,20 +156,18 @@ class Celery:
             return f"{self.main}.{name}"
         return ".".join(p for p in (module, name) if p)
 
-    def _task_from_fun(self, fun: Callable[..., Any], name: str | None = None, base: Any = None,
-                       bind: bool = False, **options: Any) -> Task:
+    def task_from_fun(self, fun: Callable[..., Any], name: str | None = None, base: Any = None,
+                      bind: bool = False, **options: Any) -> Task:
+        """The task of ``fun`` under ``name`` (the one already registered under it, if any)."""
         name = name or self.gen_task_name(fun.__name__, fun.__module__)
         with self._lock:
             if name in self._tasks:
                 return self._tasks[name]
             _check_task_options(name, options)
             base_cls = settings.load_object(base) if base is not None else self.Task
-            attrs = {"app": self, "name": name, "run": fun if bind else staticmethod(fun), "_bind": bind,
-                     "_fun": staticmethod(fun), "__doc__": fun.__doc__, "__module__": fun.__module__,
-                     "__wrapped__": fun, "abstract": False, **options}
-            task: Task = type(fun.__name__, (base_cls,), attrs)()
-            task.__qualname__ = fun.__qualname__  # type: ignore[attr-defined]
-            return self.register_task(task)
+            return self.register_task(make_task(base_cls, self, name, fun, bind, options))
+
+    _task_from_fun = task_from_fun  # Celery's own name for it, which some Celery code calls
 
     def register_task(self, task: Task | type[Task], **options: Any) -> Task:
         """Add a task (a class-based one too); it becomes a jobbridge job named after it."""
@@ -240,8 +242,6 @@ class Celery:
                 self._finalized = False  # the next use fails the same way, never half-loaded
                 raise
         self.on_after_finalize.send(sender=self)
-        from .signals import import_modules
-
         import_modules.send(sender=self)
 
     # -- calling -----------------------------------------------------------------------------
@@ -313,8 +313,6 @@ class Celery:
 
     @property
     def current_task(self) -> Any:
-        from .request import current_task
-
         return current_task()
 
     def add_periodic_task(self, *args: Any, **kwargs: Any) -> Any:
@@ -336,11 +334,11 @@ class Celery:
 def _bound_group_result(app: Celery) -> type[GroupResult]:
     class AppGroupResult(GroupResult):
         def __init__(self, id: str | None = None, results: Any = None, parent: Any = None,
-                     app: Celery | None = app, **kwargs: Any) -> None:
+                     app: AppPort | None = app, **kwargs: Any) -> None:
             super().__init__(id, results, parent=parent, app=app, **kwargs)
 
         @classmethod
-        def restore(cls, id: str, backend: Any = None, app: Celery | None = app) -> GroupResult | None:
+        def restore(cls, id: str, backend: Any = None, app: AppPort | None = app) -> GroupResult | None:
             return GroupResult.restore(id, backend, app)
 
     AppGroupResult.__name__ = AppGroupResult.__qualname__ = "GroupResult"
@@ -362,7 +360,7 @@ def _check_task_options(name: str, options: Mapping[str, Any]) -> None:
 
 def _django_apps() -> list[str]:
     """Django's installed apps, when Django is there (what Celery's Django fixup discovers)."""
-    try:
+    try:  # Django is an optional dependency: imported only when autodiscovery asks for its installed apps
         from django.apps import apps  # type: ignore[import-not-found]
     except ImportError:
         return []
@@ -378,5 +376,7 @@ def _import_related(package: str, related: str) -> None:
         if exc.name != name:
             raise
 
+
+shared.set_default_maker(lambda: Celery("default", set_as_current=True))
 
 __all__ = ["Celery"]

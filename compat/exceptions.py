@@ -16,7 +16,7 @@
     │   ├── TaskRevokedError
     │   └── TimeoutError
     ├── ResultsNotEnabled         a result was read (or a group or chord applied) without a result_backend
-    └── RemoteTaskError           (compat/remote.py) stands for a task's exception this process cannot import
+    └── RemoteTaskError           (compat/results/remote.py) stands for a task's exception this process cannot import
     SoftTimeLimitExceeded         raised inside a task at its soft time limit (an Exception)
     TimeLimitExceeded             the hard time limit stopped the task
 """

@@ -14,7 +14,9 @@ import sys
 import types
 from typing import Any
 
-from . import app, canvas, exceptions, groupresult, log, result, schedules, shared, signals, states, task
+from jobbridge.envelope import new_id
+
+from . import app, canvas, exceptions, log, result, schedules, shared, signals, states, task
 from .exceptions import ImproperlyConfigured
 from .request import Request
 
@@ -59,13 +61,10 @@ def build() -> dict[str, types.ModuleType]:
                          ("states", states), ("schedules", schedules), ("canvas", canvas)):
         modules[f"celery.{name}"] = _module(f"celery.{name}", source.__doc__ or name, **_public(source))
         setattr(top, name, modules[f"celery.{name}"])
-    modules["celery.result"].__dict__.update(_public(groupresult))
     return modules
 
 
 def _uuid() -> str:
-    from jobbridge.envelope import new_id
-
     return new_id()
 
 

@@ -13,7 +13,7 @@ CELERY_HEADERS = frozenset({
     "root_id", "parent_id", "argsrepr", "kwargsrepr", "origin", "ignore_result", "replaced_task_nesting",
     "stamped_headers", "stamps", "callbacks", "errbacks", "chain", "chord",
 })
-#: the headers that say what follows a task (compat/flow.py), as Request attributes
+#: the headers that say what follows a task (compat/running/flow.py), as Request attributes
 WORKFLOW_HEADERS = ("callbacks", "errbacks", "chain", "chord", "group", "group_index")
 
 

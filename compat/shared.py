@@ -5,6 +5,10 @@ those that exist and those made later, and the name ``@shared_task`` returns
 resolves to the task of the *current* app at each use, as Celery's proxy does.
 Attribute writes go through too, so ``mock.patch("proj.tasks.add.delay")``
 patches the task itself.
+
+Results and signatures fall back to the current app, so this module sits below them
+and knows apps only by compat/ports.py; compat/app.py tells it how to make the default
+app (`set_default_maker`) rather than being imported from here.
 """
 
 from __future__ import annotations
@@ -12,19 +16,25 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .app import Celery
-    from .task import Task
+from .ports import AppPort, TaskPort
+from .request import current_task as running_task
 
 _lock = threading.RLock()
-_apps: weakref.WeakSet[Celery] = weakref.WeakSet()
-_current: list[Celery] = []
-_shared: list[Callable[[Celery], Task]] = []
+_apps: weakref.WeakSet[AppPort] = weakref.WeakSet()
+_current: list[AppPort] = []
+_shared: list[Callable[[AppPort], TaskPort]] = []
+#: makes the default app; compat/app.py sets it when it is imported, which compat/__init__.py does first
+_make_default: list[Callable[[], object]] = []
 
 
-def register_app(app: Celery, set_as_current: bool) -> None:
+def set_default_maker(make: Callable[[], object]) -> None:
+    """How `get_current_app` makes the default app (a new app registers itself through `register_app`)."""
+    _make_default[:] = [make]
+
+
+def register_app(app: AppPort, set_as_current: bool) -> None:
     """A new app: remembered, made current if asked, and given every shared task made so far."""
     with _lock:
         _apps.add(app)
@@ -34,22 +44,20 @@ def register_app(app: Celery, set_as_current: bool) -> None:
             make(app)
 
 
-def set_current(app: Celery) -> None:
+def set_current(app: AppPort) -> None:
     with _lock:
         _current[:] = [app]
 
 
-def get_current_app() -> Celery:
+def get_current_app() -> AppPort:
     """The current app; a default one (configured by nothing) when no app was made yet, as in Celery."""
     with _lock:
         if not _current:
-            from .app import Celery
-
-            Celery("default", set_as_current=True)
+            _make_default[0]()
         return _current[0]
 
 
-def active_apps() -> list[Celery]:
+def active_apps() -> list[AppPort]:
     return list(_apps)
 
 
@@ -57,8 +65,8 @@ def shared_task(*args: Any, **options: Any) -> Any:
     """``@shared_task`` / ``@shared_task(bind=True, ...)``: a task of every app, used through the current one."""
 
     def create(fun: Callable[..., Any]) -> SharedTask:
-        def make(app: Celery) -> Task:
-            return app._task_from_fun(fun, **options)
+        def make(app: AppPort) -> TaskPort:
+            return app.task_from_fun(fun, **options)
 
         with _lock:
             _shared.append(make)
@@ -80,8 +88,8 @@ class SharedTask:
         object.__setattr__(self, "_fun", fun)
         object.__setattr__(self, "_options", options)
 
-    def _get_current_object(self) -> Task:
-        return get_current_app()._task_from_fun(self._fun, **self._options)
+    def _get_current_object(self) -> TaskPort:
+        return get_current_app().task_from_fun(self._fun, **self._options)
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:
@@ -106,7 +114,7 @@ class SharedTask:
 class CurrentApp:
     """``celery.current_app``: every use goes to the current app."""
 
-    def _get_current_object(self) -> Celery:
+    def _get_current_object(self) -> AppPort:
         return get_current_app()
 
     def __getattr__(self, name: str) -> Any:
@@ -119,10 +127,8 @@ class CurrentApp:
 class CurrentTask:
     """``celery.current_task``: the task running in this thread (falsy when none)."""
 
-    def _get_current_object(self) -> Task | None:
-        from .request import current_task
-
-        found: Task | None = current_task()
+    def _get_current_object(self) -> TaskPort | None:
+        found: TaskPort | None = running_task()
         return found
 
     def __bool__(self) -> bool:

@@ -16,6 +16,7 @@ to configure logging itself (`logging_is_configured_by_app`), as in Celery.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -103,8 +104,6 @@ def _sender_key(sender: Any) -> Any:
 
 
 def _is_ref(value: Any) -> bool:
-    import weakref
-
     return isinstance(value, weakref.ref)
 
 

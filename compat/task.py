@@ -14,26 +14,30 @@ import inspect
 import logging
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from . import calling, states
+from jobbridge.envelope import new_id
+
+from . import states
+from .canvas.maps import chunks, xmap, xstarmap
+from .canvas.signature import Signature
 from .exceptions import MaxRetriesExceededError, NotRegistered, RefusedFeature, Retry
+from .ports import AppPort, TaskPort
 from .request import Request as Context
 from .request import RequestStack, task_stack
-from .result import AsyncResult, EagerResult
-from .tracing import trace
+from .results.asyncresult import AsyncResult, EagerResult
+from .running import calling, eager
+from .running.recording import ignores_result
+from .running.runner import send_retry
+from .running.tracing import trace
 
 log = logging.getLogger("jobbridge.compat.task")
-
-if TYPE_CHECKING:
-    from .app import Celery
-    from .signature import Signature
 
 
 class Task:
     """A Celery task: options as class attributes (set by the decorator), ``run`` the function."""
 
-    app: ClassVar[Celery]
+    app: ClassVar[AppPort]
     name: ClassVar[str]
     typing: ClassVar[bool | None] = None
     max_retries: ClassVar[int | None] = 3
@@ -88,6 +92,14 @@ class Task:
         finally:
             self.request_stack.pop()
             task_stack().pop()
+
+    def jobbridge_body(self) -> Callable[..., Any]:
+        """What a worker and ``apply()`` call: a base class's own ``__call__`` when it has one, else ``run``.
+
+        Flask's ContextTask pattern overrides ``__call__`` to wrap every run (in an app context,
+        say); Celery's tracer honours it the same way.
+        """
+        return self if type(self).__call__ is not Task.__call__ else self.run
 
     @property
     def request(self) -> Context:
@@ -153,8 +165,6 @@ class Task:
               throw: bool | None = None, logfile: Any = None, loglevel: Any = None,
               headers: Mapping[str, Any] | None = None, **options: Any) -> EagerResult:
         """Run the task inline, now, traced as a worker would; retries run at once, as in Celery."""
-        from jobbridge.envelope import new_id
-
         call_args, call_kwargs = list(args or ()), dict(kwargs or {})
         task_id = task_id or new_id()
         attempt = int(retries or 0)
@@ -169,8 +179,6 @@ class Task:
             call_args = list(plan.get("args", call_args))
             call_kwargs = dict(plan.get("kwargs", call_kwargs))
             attempt += 1
-        from . import eager
-
         eager.after(self, request, traced)
         propagate = self.app.conf["task_eager_propagates"] if throw is None else throw
         if traced.state == states.FAILURE and propagate and traced.exc is not None:
@@ -180,11 +188,8 @@ class Task:
 
     def _eager_request(self, task_id: str, retries: int, args: list[Any], kwargs: dict[str, Any],
                        headers: Mapping[str, Any] | None, options: Mapping[str, Any]) -> Context:
-        from .calling import workflow
-        from .recording import ignores_result
-
         queue = options.get("queue") or self.queue or self.app.conf["task_default_queue"]
-        embed = workflow(options)
+        embed = calling.workflow(options)
         return Context(id=task_id, task=self.name, args=args, kwargs=kwargs, retries=retries, is_eager=True,
                        called_directly=False, hostname=socket.gethostname(), headers=dict(headers or {}),
                        delivery_info={"is_eager": True, "exchange": "", "routing_key": queue, "priority": None},
@@ -220,8 +225,6 @@ class Task:
                 raise ret
             return ret
         if not throw:
-            from .runner import send_retry
-
             send_retry(self, request, ret)
             return ret
         raise ret
@@ -229,8 +232,6 @@ class Task:
     # -- signatures --------------------------------------------------------------------------
 
     def signature(self, args: Sequence[Any] | None = None, *starargs: Any, **starkwargs: Any) -> Signature:
-        from .signature import Signature
-
         kwargs = starkwargs.pop("kwargs", None)
         options = starkwargs.pop("options", None) or {}
         immutable = starkwargs.pop("immutable", False)
@@ -246,27 +247,19 @@ class Task:
 
     def map(self, it: Any) -> Signature:
         """One task calling this one for each item (``celery.map``), in a single worker."""
-        from .chords import xmap
-
         return xmap(self.s(), it, app=self.app)
 
     def starmap(self, it: Any) -> Signature:
         """One task calling this one with each item's arguments (``celery.starmap``), in a single worker."""
-        from .chords import xstarmap
-
         return xstarmap(self.s(), it, app=self.app)
 
     def chunks(self, it: Any, n: int) -> Signature:
         """The items in groups of ``n``, each group one ``starmap`` task, all of them a group."""
-        from .chords import chunks
-
         return chunks(self.s(), it, n, app=self.app)
 
     def replace(self, sig: Any) -> Any:
         """Replace this running task by ``sig``: it takes this task's id, chain, callbacks and chord."""
-        from .eager import replace
-
-        return replace(self, sig)
+        return eager.replace(self, sig)
 
     def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
         raise RefusedFeature(f"{self.name}.add_to_chord() is refused: a chord's size is fixed when it is "
@@ -315,7 +308,7 @@ class Task:
         return f"<@task: {getattr(self, 'name', '?')} of {getattr(self.app, 'main', None) or '__main__'}>"
 
     @classmethod
-    def bind(cls, app: Celery) -> None:
+    def bind(cls, app: AppPort) -> None:
         """Compat no-op: tasks are bound to their app when created."""
 
 
@@ -329,7 +322,18 @@ def _warn_no_backend(name: str) -> None:
                     "it (set result_backend to make progress visible)", name)
 
 
-def lookup(app: Celery, name: str) -> Task:
+def make_task(base: type[Task], app: AppPort, name: str, fun: Callable[..., Any], bind: bool,
+              options: Mapping[str, Any]) -> Task:
+    """The task ``@app.task`` makes of ``fun``: the one instance of a new subclass of ``base`` holding its options."""
+    attrs = {"app": app, "name": name, "run": fun if bind else staticmethod(fun), "_bind": bind,
+             "_fun": staticmethod(fun), "__doc__": fun.__doc__, "__module__": fun.__module__,
+             "__wrapped__": fun, "abstract": False, **options}
+    task: Task = type(fun.__name__, (base,), attrs)()
+    task.__qualname__ = fun.__qualname__  # type: ignore[attr-defined]
+    return task
+
+
+def lookup(app: AppPort, name: str) -> TaskPort:
     try:
         return app.tasks[name]
     except KeyError:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobbridge.compat import signals
-from jobbridge.compat.setting_table import NEW_NAMES, RULES
+from jobbridge.compat.config.setting_table import NEW_NAMES, RULES
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "compat.md"
 

@@ -24,8 +24,8 @@ from jobbridge.compat import (
     TimeoutError,
     states,
 )
-from jobbridge.compat.backends import NEVER, results_url, ttl
-from jobbridge.compat.remote import RemoteTaskError
+from jobbridge.compat.config.backends import NEVER, results_url, ttl
+from jobbridge.compat.results.remote import RemoteTaskError
 
 from jobbridge.testing import FixedClock
 

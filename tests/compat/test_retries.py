@@ -7,7 +7,7 @@ from unittest import mock
 
 import pytest
 from jobbridge.compat import Celery, Ignore, MaxRetriesExceededError, Reject, Task
-from jobbridge.compat.tracing import backoff_countdown
+from jobbridge.compat.running.tracing import backoff_countdown
 
 from jobbridge.execution import Executor
 from jobbridge.testing import FixedClock

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from jobbridge.compat import Celery, ImproperlyConfigured, RefusedFeature
-from jobbridge.compat.brokers import jobbridge_backend
-from jobbridge.compat.setting_table import NEW_NAMES, OLD_NAMES, RULES
-from jobbridge.compat.settings import Conf, jobbridge_settings
+from jobbridge.compat.config.brokers import jobbridge_backend
+from jobbridge.compat.config.setting_table import NEW_NAMES, OLD_NAMES, RULES
+from jobbridge.compat.config.settings import Conf, jobbridge_settings
 from kombu import Queue
 
 # Celery 5's settings: every one must be in the table (each row: new name, old name).

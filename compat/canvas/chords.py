@@ -1,10 +1,10 @@
-"""``chord(header, body)``, and ``chunks`` / ``xmap`` / ``xstarmap`` (built on groups and builtin tasks).
+"""``chord(header, body)``: a group whose results, once all are in, go to one body task.
 
 Applying a chord fixes every id first — the body's (the chord's result), the
 header group's and each header task's — then keeps the header ids in order under
 the group id, sets the join counter (one per header task) and the failure counter
 (one) in the result store, and publishes the header tasks carrying the body. The
-worker side is compat/flow.py: each header task, as it ends, counts itself down
+worker side is compat/running/flow.py: each header task, as it ends, counts itself down
 once (by its own id, so a task run again after its worker was lost does not count
 twice); the one that reaches 0 publishes the body with all the results, read in
 one round trip. The first header task to fail takes the failure counter to 0:
@@ -13,33 +13,30 @@ it runs the chord's errbacks and stores the body's FAILURE, once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from itertools import islice
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from jobbridge.envelope import new_id
 
-from .exceptions import ChordError
-from .groupresult import GroupResult
-from .primitives import _Canvas, _tasks_of, chain, group
-from .result import EagerResult
+from ..exceptions import ChordError
+from ..ports import AppPort
+from ..results.asyncresult import EagerResult
+from ..results.groupresult import GroupResult
+from .primitives import Canvas, chain, group, tasks_of
 from .signature import TYPES, Signature, maybe_signature
-
-if TYPE_CHECKING:
-    from .app import Celery
 
 #: the failure counter's key, beside the join counter's (the header group's id)
 FAILED = ":failed"
 
 
-class chord(_Canvas):
+class chord(Canvas):
     """A group whose results, once all are in, go to one body task (as its first argument)."""
 
     kind = "chord"
 
     def __init__(self, header: Any = None, body: Any = None, task: str = "celery.chord", args: Any = None,
-                 kwargs: Mapping[str, Any] | None = None, app: Celery | None = None, **options: Any) -> None:
-        members = header if isinstance(header, group) else group(*_tasks_of((header or [],)), app=app)
+                 kwargs: Mapping[str, Any] | None = None, app: AppPort | None = None, **options: Any) -> None:
+        members = header if isinstance(header, group) else group(*tasks_of((header or [],)), app=app)
         parts = {"header": dict(members), "body": dict(maybe_signature(body, app=app)) if body else None}
         Signature.__init__(self, task, (), {**dict(kwargs or {}), **parts}, options, subtask_type="chord",
                            app=app)
@@ -50,13 +47,13 @@ class chord(_Canvas):
 
     @property
     def header(self) -> group:
-        found = maybe_signature(self["kwargs"]["header"], app=self._app)
+        found = maybe_signature(self["kwargs"]["header"], app=self.bound_app)
         assert isinstance(found, group)
         return found
 
     @property
     def body(self) -> Signature | None:
-        found: Signature | None = maybe_signature(self["kwargs"].get("body"), app=self._app)
+        found: Signature | None = maybe_signature(self["kwargs"].get("body"), app=self.bound_app)
         return found
 
     def _set_body(self, body: Signature) -> None:
@@ -68,19 +65,19 @@ class chord(_Canvas):
 
     def __or__(self, other: Any) -> Any:
         if isinstance(other, Signature):
-            return chain(self, other, app=self._app)
+            return chain(self, other, app=self.bound_app)
         return NotImplemented
 
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
                     route_name: Any = None, task_id: str | None = None, **options: Any) -> Any:
         """Publish the header; the body follows once every header task succeeded. The body's result."""
         kwargs = dict(kwargs or {})
-        body = maybe_signature(kwargs.pop("body", None), app=self._app) or self.body
+        body = maybe_signature(kwargs.pop("body", None), app=self.bound_app) or self.body
         if body is None:
             raise TypeError("a chord needs a body: chord(header, body), or chord(header)(body)")
         options = {**self.options, **options}
         task_id = task_id or options.pop("task_id", None)  # the chord's id is its body's, never its header's
-        if self._eager():
+        if self.always_eager():
             return self.apply(args, kwargs, body=body, task_id=task_id, **options)
         backend = self.app.backend
         store = backend.require("a chord")
@@ -93,7 +90,7 @@ class chord(_Canvas):
         if self.app.conf["task_allow_error_cb_on_chord_header"]:
             for errback in body.options.get("link_error") or []:
                 for member in members:
-                    member.link_error(maybe_signature(errback, app=self._app).clone(immutable=True))
+                    member.link_error(maybe_signature(errback, app=self.bound_app).clone(immutable=True))
         results = [m.freeze(group_id=group_id, group_index=i) for i, m in enumerate(members)]
         backend.save_group(group_id, [r.id for r in results])
         store.counter_init(group_id, len(members), backend.ttl)
@@ -103,7 +100,7 @@ class chord(_Canvas):
         for index, member in enumerate(members):
             member.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index,
                                                 "chord": dict(body)})
-        body_result.parent = GroupResult(group_id, results, app=self._app)
+        body_result.parent = GroupResult(group_id, results, app=self.bound_app)
         return body_result
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
@@ -171,65 +168,6 @@ def _listed(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-class _Map(_Canvas):
-    """``task.map(it)`` / ``task.starmap(it)``: one task that calls ``task`` for each item, in one worker."""
+TYPES.update({"chord": chord})
 
-    builtin = ""
-
-    def __init__(self, task: Any, it: Iterable[Any], app: Celery | None = None, **options: Any) -> None:
-        sig = maybe_signature(task, app=app) if not isinstance(task, str) else Signature(task, app=app)
-        Signature.__init__(self, self.builtin, (), {"task": dict(sig), "it": list(it)}, options,
-                           subtask_type=self.kind, immutable=True, app=app)
-
-    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
-                    route_name: Any = None, **options: Any) -> Any:
-        self.app.finalize()  # the builtin tasks are registered when the app is finalized
-        return Signature.apply_async(self, args, kwargs, **options)
-
-
-class xmap(_Map):
-    kind, builtin = "xmap", "celery.map"
-
-
-class xstarmap(_Map):
-    kind, builtin = "xstarmap", "celery.starmap"
-
-
-class chunks(_Canvas):
-    """``task.chunks(it, n)``: the items in groups of ``n``, each group one ``xstarmap`` task, all a group."""
-
-    kind = "chunks"
-
-    def __init__(self, task: Any, it: Iterable[Any], n: int, app: Celery | None = None, **options: Any) -> None:
-        if int(n) < 1:
-            raise ValueError(f"chunks() needs a chunk size of at least 1, not {n!r}")
-        sig = maybe_signature(task, app=app) if not isinstance(task, str) else Signature(task, app=app)
-        Signature.__init__(self, "celery.chunks", (), {"task": dict(sig), "it": list(it), "n": int(n)},
-                           options, subtask_type="chunks", immutable=True, app=app)
-
-    def group(self) -> Any:
-        """The group of ``xstarmap`` tasks, one per chunk."""
-        task, items, n = self["kwargs"]["task"], iter(self["kwargs"]["it"]), self["kwargs"]["n"]
-        parts = []
-        while chunk := list(islice(items, n)):
-            parts.append(xstarmap(task, chunk, app=self._app))
-        return group(parts, app=self._app, **self.options)
-
-    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
-                    route_name: Any = None, **options: Any) -> Any:
-        return self.group().apply_async(None, None, **options)
-
-    def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
-              **options: Any) -> Any:
-        return self.group().apply(None, None, **options)
-
-    def __call__(self, **options: Any) -> Any:
-        return self.apply_async(**options)
-
-    def skew(self, start: float = 1.0, stop: float | None = None, step: float = 1.0) -> Any:
-        return self.group().skew(start, stop, step)
-
-
-TYPES.update({"chord": chord, "chunks": chunks, "xmap": xmap, "xstarmap": xstarmap})
-
-__all__ = ["FAILED", "chord", "chunks", "xmap", "xstarmap"]
+__all__ = ["FAILED", "chord"]

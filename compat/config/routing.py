@@ -13,14 +13,11 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .exceptions import ImproperlyConfigured, RefusedFeature
+from ..exceptions import ImproperlyConfigured, RefusedFeature
+from ..ports import AppPort, TaskPort
 from .settings import check_queue, load_object
-
-if TYPE_CHECKING:
-    from .app import Celery
-    from .task import Task
 
 Router = Callable[..., Any]
 
@@ -98,7 +95,7 @@ def _queue_of(route: Any) -> str | None:
     raise ImproperlyConfigured(f"a router returned {route!r}; a route is a queue name or a dict with 'queue'")
 
 
-def queue_for(app: Celery, name: str, task: Task | None, args: Sequence[Any], kwargs: Mapping[str, Any],
+def queue_for(app: AppPort, name: str, task: TaskPort | None, args: Sequence[Any], kwargs: Mapping[str, Any],
               options: Mapping[str, Any]) -> str:
     """The queue a call goes to; a queue missing from task_queues is refused when create_missing is off."""
     queue = options.get("queue") or (getattr(task, "queue", None) if task is not None else None)

@@ -22,8 +22,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from jobbridge.redaction import quoted
+
+from ..exceptions import ImproperlyConfigured, RefusedFeature
 from .brokers import scheme_of
-from .exceptions import ImproperlyConfigured, RefusedFeature
 
 #: ``result_expires = None`` (never expire) is kept this long: ten years
 NEVER = 10 * 365 * 86400.0
@@ -45,7 +47,7 @@ _REFUSED = {
 def results_url(backend: Any, database_url: Any = None) -> str:
     """The jobbridge store URL for a Celery result_backend value; refused ones raise, saying why."""
     if not isinstance(backend, str) or not backend:
-        raise ImproperlyConfigured(f"result_backend must be a URL such as {_WORKING}, not {backend!r}")
+        raise ImproperlyConfigured(f"result_backend must be a URL such as {_WORKING}, not {quoted(backend)}")
     name = backend.strip()
     if name.lower() in ("database", "db"):
         if not database_url:
@@ -55,14 +57,14 @@ def results_url(backend: Any, database_url: Any = None) -> str:
     scheme = scheme_of(name) if "://" in name else name.lower()
     base, _, inner = scheme.partition("+")
     if scheme in _REFUSED or base in _REFUSED:
-        raise RefusedFeature(f"result_backend {_safe(name)} is refused: {_REFUSED.get(scheme) or _REFUSED[base]}")
+        raise RefusedFeature(f"result_backend {quoted(name)} is refused: {_REFUSED.get(scheme) or _REFUSED[base]}")
     if base in ("redis", "rediss") or base in _DATABASE:
         return name
     if base == "memory" or scheme == "cache+memory":
         return "memory://"
     if base in ("db", "sqla") and inner.split("+", 1)[0] in _DATABASE:
         return name.split("+", 1)[1]
-    raise RefusedFeature(f"result_backend {_safe(name)} is refused: jobbridge keeps results in redis or a "
+    raise RefusedFeature(f"result_backend {quoted(name)} is refused: jobbridge keeps results in redis or a "
                          f"database (the ones its drivers use). Use one of {_WORKING}")
 
 
@@ -74,12 +76,6 @@ def ttl(expires: Any) -> float:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
         raise ImproperlyConfigured(f"result_expires must be seconds or a timedelta (or None), not {expires!r}")
     return float(seconds) if seconds > 0 else NEVER
-
-
-def _safe(url: str) -> str:
-    from .brokers import _safe as hide
-
-    return hide(url)
 
 
 __all__ = ["NEVER", "results_url", "ttl"]

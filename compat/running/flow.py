@@ -1,6 +1,6 @@
 """What a task's message says should happen after it: callbacks, the chain's next step, the chord.
 
-Called by the worker (compat/runner.py) as the task's attempt ends, before the
+Called by the worker (compat/running/runner.py) as the task's attempt ends, before the
 attempt is acknowledged, so a worker lost in between runs the task again and
 these steps with it (at least once, never zero times):
 
@@ -19,25 +19,22 @@ these steps with it (at least once, never zero times):
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobbridge.results import SUCCESS, UnknownCounter
 from jobbridge.results.base import ResultEncodeError
 
-from . import states
-from .chords import FAILED
-from .exceptions import ChordError
-from .request import Request
-from .signature import Signature, maybe_signature
-
-if TYPE_CHECKING:
-    from .app import Celery
-    from .task import Task
+from .. import states
+from ..canvas.chords import FAILED
+from ..canvas.signature import Signature, maybe_signature
+from ..exceptions import ChordError, TaskRevokedError
+from ..ports import AppPort, TaskPort
+from ..request import Request
 
 log = logging.getLogger("jobbridge.compat.task")
 
 
-def succeeded(task: Task, request: Request, retval: Any) -> None:
+def succeeded(task: TaskPort, request: Request, retval: Any) -> None:
     """After a success: the chord's join, then the callbacks, then the chain's next step."""
     app = task.app
     if request.chord:
@@ -50,21 +47,21 @@ def succeeded(task: Task, request: Request, retval: Any) -> None:
         _apply(app, step, (retval,), request, chain=later or None)
 
 
-def failed(task: Task, request: Request, exc: BaseException, traceback: str | None) -> None:
+def failed(task: TaskPort, request: Request, exc: BaseException, traceback: str | None) -> None:
     """After a failure (no retries left): the errbacks, then the chord's failure."""
     call_errbacks(task.app, request, exc, traceback)
     if request.chord:
         chord_failed(task.app, request, exc, traceback)
 
 
-def _apply(app: Celery, step: Any, args: tuple[Any, ...], request: Request, **options: Any) -> Any:
+def _apply(app: AppPort, step: Any, args: tuple[Any, ...], request: Request, **options: Any) -> Any:
     sig = maybe_signature(step, app=app)
     return sig.apply_async(args, parent_id=request.id, root_id=request.root_id or request.id, **options)
 
 
 # -- errbacks ---------------------------------------------------------------------------------------
 
-def call_errbacks(app: Celery, request: Request, exc: BaseException, traceback: str | None) -> None:
+def call_errbacks(app: AppPort, request: Request, exc: BaseException, traceback: str | None) -> None:
     """Celery's two kinds: ``(request, exc, traceback)`` called here, ``(task_id)`` published."""
     by_id: list[Signature] = []
     for found in request.errbacks or []:
@@ -83,7 +80,7 @@ def call_errbacks(app: Celery, request: Request, exc: BaseException, traceback: 
             log.exception("the errback %r of task %s could not be published", errback, request.id)
 
 
-def _takes_request(app: Celery, errback: Signature) -> bool:
+def _takes_request(app: AppPort, errback: Signature) -> bool:
     if errback.subtask_type or errback.task not in app.tasks:
         return False
     return len(app.tasks[errback.task].positional_names()) > 1
@@ -91,7 +88,7 @@ def _takes_request(app: Celery, errback: Signature) -> bool:
 
 # -- chords -----------------------------------------------------------------------------------------
 
-def _chord_part_succeeded(task: Task, request: Request, retval: Any) -> None:
+def _chord_part_succeeded(task: TaskPort, request: Request, retval: Any) -> None:
     """Store this header task's result, count it down once, and publish the body if it was the last."""
     backend = task.app.backend
     store = backend.require("a chord")
@@ -112,7 +109,7 @@ def _chord_part_succeeded(task: Task, request: Request, retval: Any) -> None:
         _join(task.app, request)
 
 
-def _join(app: Celery, request: Request) -> None:
+def _join(app: AppPort, request: Request) -> None:
     """The last header task: read every result in one round trip and publish the body with them."""
     backend = app.backend
     group_id = str(request.group)
@@ -130,7 +127,7 @@ def _join(app: Celery, request: Request) -> None:
     _apply(app, body, ([records[i].result for i in ids],), request)
 
 
-def chord_failed(app: Celery, request: Request, exc: BaseException, traceback: str | None) -> None:
+def chord_failed(app: AppPort, request: Request, exc: BaseException, traceback: str | None) -> None:
     """A header task failed: the first to say so stores the chord's FAILURE and runs its errbacks."""
     store = app.backend.require("a chord")
     try:
@@ -158,11 +155,9 @@ def body_request(body: Signature, request: Request) -> Request:
                    delivery_info={}, called_directly=False, is_eager=False)
 
 
-def revoked(task: Task, request: Request, why: str) -> None:
+def revoked(task: TaskPort, request: Request, why: str) -> None:
     """A header task that will never run (revoked, expired) fails its chord, so the chord never hangs."""
     if request.chord:
-        from .exceptions import TaskRevokedError
-
         chord_failed(task.app, request, TaskRevokedError(why), None)
 
 

@@ -4,26 +4,28 @@ Inline, as in Celery: callbacks (``link``) are applied with the return value and
 errbacks called on a failure (``apply_async``, so they run inline too under
 ``task_always_eager``); with ``task_store_eager_result`` the outcome is stored in the
 result backend. A chain, group or chord applied eagerly runs its steps itself
-(compat/primitives.py, compat/chords.py).
+(compat/canvas/primitives.py, compat/canvas/chords.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobbridge.envelope import new_id
 
-from . import calling, flow, states
-from .exceptions import RefusedFeature
-from .request import Request
-from .signature import Signature, maybe_signature
+from .. import states
+from ..canvas.chords import chord
+from ..canvas.primitives import chain, group
+from ..canvas.signature import Signature, maybe_signature
+from ..exceptions import RefusedFeature
+from ..ports import TaskPort
+from ..request import Request
+from . import calling, flow
+from .runner import Replaced
 from .tracing import Traced
 
-if TYPE_CHECKING:
-    from .task import Task
 
-
-def after(task: Task, request: Request, traced: Traced) -> None:
+def after(task: TaskPort, request: Request, traced: Traced) -> None:
     """An eager run ended: its callbacks or errbacks, and its result kept if the app asks."""
     app = task.app
     if traced.state == states.SUCCESS:
@@ -42,12 +44,8 @@ def after(task: Task, request: Request, traced: Traced) -> None:
                               traceback=traced.einfo.traceback if traced.einfo else None)
 
 
-def replace(task: Task, sig: Any) -> Any:
+def replace(task: TaskPort, sig: Any) -> Any:
     """``self.replace(sig)``: ``sig`` takes this task's id and what follows it; this run ends (Ignore)."""
-    from .chords import chord
-    from .primitives import chain, group
-    from .runner import Replaced
-
     request = task.request
     replacement = maybe_signature(sig, app=task.app).clone()
     if request.is_eager or request.called_directly:
@@ -68,7 +66,7 @@ def replace(task: Task, sig: Any) -> Any:
     raise Replaced("Replaced by new task")
 
 
-def _publish_now(task: Task, sig: Signature, task_id: str, carried: dict[str, Any]) -> None:
+def _publish_now(task: TaskPort, sig: Signature, task_id: str, carried: dict[str, Any]) -> None:
     """This task's message is still held, so the replacement gets a message id of its own."""
     target = task.app.tasks.get(sig.task)
     options = {**sig.options, **carried, "task_id": task_id}

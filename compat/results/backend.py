@@ -15,19 +15,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from jobbridge import JobBridge
+from jobbridge.redaction import mask_url
 from jobbridge.results import ResultRecord, ResultStore
 from jobbridge.results.base import round_trip
 
-from . import settings, states
-from .exceptions import ResultsNotEnabled
+from .. import states
+from ..config import settings
+from ..exceptions import ResultsNotEnabled, TaskRevokedError
+from ..ports import AppPort
 from .remote import exception_of, failure_fields
-
-if TYPE_CHECKING:
-    from jobbridge import JobBridge
-
-    from .app import Celery
 
 #: where a saved group's member ids are kept (Celery keeps them apart from task results too)
 GROUP_META = "celery-group-meta:"
@@ -40,11 +39,11 @@ _SET_IT = ("set result_backend (CELERY_RESULT_BACKEND) to the store the broker u
 class ResultBackend:
     """The facade's view of the result store for one app (Celery's ``app.backend``)."""
 
-    def __init__(self, app: Celery) -> None:
+    def __init__(self, app: AppPort) -> None:
         self.app = app
 
     def __repr__(self) -> str:
-        return f"<ResultBackend of {self.app!r}: {self.app.conf['result_backend'] or 'none'}>"
+        return f"<ResultBackend of {self.app!r}: {mask_url(str(self.app.conf['result_backend'] or 'none'))}>"
 
     # -- access ------------------------------------------------------------------------------
 
@@ -172,8 +171,6 @@ def info_of(record: ResultRecord | None) -> Any:
     if record.state == states.FAILURE or (record.state == states.RETRY and record.exception_type):
         return exception_of(record)
     if record.state == states.REVOKED:
-        from .exceptions import TaskRevokedError
-
         return TaskRevokedError(record.error or "revoked")
     return unwrap(record.meta)
 

@@ -23,18 +23,17 @@ import os
 import signal as os_signals
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobbridge import JobBridge
 from jobbridge import signals as core
 
-from . import flow, runner, signals
-from .exceptions import InvalidTaskError, NotRegistered
+from .. import signals
+from ..exceptions import InvalidTaskError, NotRegistered
+from ..ports import AppPort
+from . import flow, runner
 
-if TYPE_CHECKING:
-    from .app import Celery
-
-_apps: weakref.WeakKeyDictionary[JobBridge, Celery] = weakref.WeakKeyDictionary()
+_apps: weakref.WeakKeyDictionary[JobBridge, AppPort] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 _running: list[WorkerInfo] = []
 
@@ -42,7 +41,7 @@ _running: list[WorkerInfo] = []
 class WorkerInfo:
     """The ``sender`` / ``instance`` of the worker signals: what Celery's worker object offers."""
 
-    def __init__(self, worker: Any, app: Celery) -> None:
+    def __init__(self, worker: Any, app: AppPort) -> None:
         self.worker = worker
         self.app = app
         self.options = worker.options
@@ -54,12 +53,12 @@ class WorkerInfo:
         return f"<Worker: {self.hostname} (jobbridge)>"
 
 
-def adopt(bridge: JobBridge, app: Celery) -> None:
+def adopt(bridge: JobBridge, app: AppPort) -> None:
     """Remember that ``bridge`` is ``app``'s, so its workers fire the app's Celery signals."""
     _apps[bridge] = app
 
 
-def _app_of(worker: Any) -> Celery | None:
+def _app_of(worker: Any) -> AppPort | None:
     bridge = getattr(worker, "bridge", None)
     return _apps.get(bridge) if isinstance(bridge, JobBridge) else None
 
@@ -124,7 +123,7 @@ def _at_exit() -> None:
 
 
 def on_message_discarded(sender: Any, envelope: Any = None, reason: str = "", **kwargs: Any) -> None:
-    """A message no worker can run: Celery's task_unknown (no such task) or task_rejected (unreadable)."""
+    """A message no worker can run: AppPort's task_unknown (no such task) or task_rejected (unreadable)."""
     if envelope is None:
         return
     if reason.startswith("UnknownJob"):
@@ -135,7 +134,7 @@ def on_message_discarded(sender: Any, envelope: Any = None, reason: str = "", **
 
 
 def on_job_cancelled(sender: Any, envelope: Any = None, terminated: bool = False, **kwargs: Any) -> None:
-    """A revoked task was skipped, or stopped (terminate=True): Celery's task_revoked; its chord fails."""
+    """A revoked task was skipped, or stopped (terminate=True): AppPort's task_revoked; its chord fails."""
     task = getattr(sender, "celery_task", None)
     if task is None or envelope is None:
         return

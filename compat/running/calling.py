@@ -15,19 +15,18 @@ import socket
 import warnings
 from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta, tzinfo
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobbridge import Envelope
 from jobbridge.envelope import new_id
 
-from . import codec, routing, signals
-from .exceptions import RefusedFeature
-from .request import custom_headers
-
-if TYPE_CHECKING:
-    from .app import Celery
-    from .task import Task
+from .. import codec, signals
+from ..config import routing
+from ..exceptions import AlwaysEagerIgnored, RefusedFeature
+from ..ports import AppPort, TaskPort
+from ..request import current_request, custom_headers
+from .recording import ignores_result
 
 #: the timeout of a task with no time limit (Celery's default is none): thirty days
 NO_TIME_LIMIT = 30 * 86400.0
@@ -70,7 +69,7 @@ def check_options(name: str, options: Mapping[str, Any]) -> None:
         raise ValueError(f"{name}.apply_async(): give countdown= or eta=, not both")
 
 
-def zone(app: Celery) -> tzinfo:
+def zone(app: AppPort) -> tzinfo:
     """How a naive datetime is read: the app's timezone, else UTC (enable_utc) or local time."""
     name = app.conf["timezone"]
     if name:
@@ -81,7 +80,7 @@ def zone(app: Celery) -> tzinfo:
     return UTC
 
 
-def moment(app: Celery, value: Any, now: float, what: str) -> datetime:
+def moment(app: AppPort, value: Any, now: float, what: str) -> datetime:
     """An eta or expires (datetime, ISO string, or for expires seconds from now) as an aware datetime."""
     if isinstance(value, int | float) and not isinstance(value, bool):
         return datetime.fromtimestamp(now + float(value), UTC)
@@ -96,13 +95,13 @@ def moment(app: Celery, value: Any, now: float, what: str) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=zone(app))
 
 
-def tries_for(task: Task | None) -> int:
+def tries_for(task: TaskPort | None) -> int:
     if task is None:
         return DEFAULT_TRIES
     return FOREVER_TRIES if task.max_retries is None else int(task.max_retries) + 1
 
 
-def time_limits(app: Celery, task: Task | None, options: Mapping[str, Any]) -> tuple[float | None, float | None]:
+def time_limits(app: AppPort, task: TaskPort | None, options: Mapping[str, Any]) -> tuple[float | None, float | None]:
     hard = options.get("time_limit") or getattr(task, "time_limit", None) or app.conf["task_time_limit"]
     soft = (options.get("soft_time_limit") or getattr(task, "soft_time_limit", None)
             or app.conf["task_soft_time_limit"])
@@ -115,8 +114,8 @@ def origin() -> str:
     return f"gen{os.getpid()}@{socket.gethostname()}"
 
 
-def publish(app: Celery, name: str, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
-            options: Mapping[str, Any], task: Task | None = None, message_id: str | None = None) -> str:
+def publish(app: AppPort, name: str, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
+            options: Mapping[str, Any], task: TaskPort | None = None, message_id: str | None = None) -> str:
     """Push one task message; its task id. Options are checked, arguments encoded here.
 
     ``message_id``: the envelope's own id when it must differ from the task id (a task that
@@ -156,7 +155,7 @@ def publish(app: Celery, name: str, args: Sequence[Any] | None, kwargs: Mapping[
     return task_id
 
 
-def _eta(app: Celery, options: Mapping[str, Any], now: float) -> datetime | None:
+def _eta(app: AppPort, options: Mapping[str, Any], now: float) -> datetime | None:
     countdown, eta = options.get("countdown"), options.get("eta")
     if countdown is not None:
         seconds = countdown.total_seconds() if isinstance(countdown, timedelta) else float(countdown)
@@ -166,9 +165,7 @@ def _eta(app: Celery, options: Mapping[str, Any], now: float) -> datetime | None
 
 def _headers(name: str, task_id: str, options: Mapping[str, Any], eta: datetime | None,
              expires: datetime | None, limits: tuple[Any, Any], args: list[Any], kwargs: dict[str, Any],
-             task: Task | None) -> dict[str, Any]:
-    from .request import current_request
-
+             task: TaskPort | None) -> dict[str, Any]:
     parent = current_request()
     own = dict(options.get("headers") or {})
     headers = {
@@ -185,7 +182,7 @@ def _headers(name: str, task_id: str, options: Mapping[str, Any], eta: datetime 
         "kwargsrepr": options.get("kwargsrepr") or repr(kwargs),
         "origin": origin(),
         "ignore_result": (bool(options["ignore_result"]) if options.get("ignore_result") is not None
-                          else _ignores(task) if task is not None else None),
+                          else ignores_result(task) if task is not None else None),
     }
     return headers
 
@@ -204,15 +201,7 @@ def _signatures(value: Any) -> list[dict[str, Any]] | None:
     return [dict(item) for item in items]
 
 
-def _ignores(task: Task) -> bool:
-    from .recording import ignores_result
-
-    return ignores_result(task)
-
-
 def warn_eager_send_task(name: str) -> None:
-    from .exceptions import AlwaysEagerIgnored
-
     warnings.warn(f"send_task({name!r}) ignores task_always_eager: the task is published, as in Celery",
                   AlwaysEagerIgnored, stacklevel=3)
 

@@ -1,6 +1,6 @@
 """The shape of the setting tables: a `Rule` per setting, filed by its new and its old name.
 
-compat/setting_table.py holds the rules for most settings, compat/setting_results.py those
+compat/config/setting_table.py holds the rules for most settings, compat/config/setting_results.py those
 of the result backend; both file them here with `add`.
 """
 

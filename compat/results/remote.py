@@ -17,12 +17,14 @@ from typing import Any
 
 from jobbridge.results import ResultRecord
 
-from .exceptions import CeleryError
+from ..exceptions import CeleryError
 
 _lock = threading.Lock()
 _stand_ins: dict[str, type[RemoteTaskError]] = {}
-#: exception types the facade raises to end an attempt; a record naming one holds the task's own error inside
-_WRAPPERS = ("jobbridge.compat.runner.TaskFailed", "jobbridge.compat.runner.TaskRejected")
+#: exception types the facade raises to end an attempt (compat/running/runner.py); a record naming one holds
+#: the task's own error inside. Their earlier module path stays listed: records stored before it moved name it.
+_WRAPPERS = ("jobbridge.compat.running.runner.TaskFailed", "jobbridge.compat.running.runner.TaskRejected",
+             "jobbridge.compat.runner.TaskFailed", "jobbridge.compat.runner.TaskRejected")
 
 
 class RemoteTaskError(CeleryError):

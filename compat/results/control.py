@@ -13,12 +13,10 @@ Revokes are kept for ``result_expires``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .exceptions import RefusedFeature, ResultsNotEnabled
-
-if TYPE_CHECKING:
-    from .app import Celery
+from ..exceptions import RefusedFeature, ResultsNotEnabled
+from ..ports import AppPort
 
 _NO_REMOTE = ("jobbridge has no remote control: workers take no broadcast commands (inspect, ping, "
               "rate_limit, add_consumer, shutdown, ...). Watch workers with jobbridge status; stop one with "
@@ -28,7 +26,7 @@ _NO_REMOTE = ("jobbridge has no remote control: workers take no broadcast comman
 class Control:
     """Celery's ``app.control``, as far as jobbridge provides it: ``revoke`` and ``terminate``."""
 
-    def __init__(self, app: Celery) -> None:
+    def __init__(self, app: AppPort) -> None:
         self.app = app
 
     def revoke(self, task_id: str | Sequence[str], destination: Any = None, terminate: bool = False,

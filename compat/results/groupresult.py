@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import states
-from .exceptions import TimeoutError
-from .result import AsyncResult, EagerResult, assert_not_in_task
-
-if TYPE_CHECKING:
-    from .app import Celery
+from .. import states
+from ..exceptions import TimeoutError
+from ..ports import AppPort
+from ..shared import get_current_app
+from .asyncresult import AsyncResult, EagerResult, assert_not_in_task
 
 
 class ResultSet:
@@ -26,16 +25,14 @@ class ResultSet:
 
     supports_native_join = True
 
-    def __init__(self, results: Iterable[Any], app: Celery | None = None, ready_barrier: Any = None,
+    def __init__(self, results: Iterable[Any], app: AppPort | None = None, ready_barrier: Any = None,
                  **kwargs: Any) -> None:
         self.results: list[Any] = list(results)
         self._app = app
 
     @property
-    def app(self) -> Celery:
+    def app(self) -> AppPort:
         if self._app is None:
-            from .shared import get_current_app
-
             self._app = get_current_app()
         return self._app
 
@@ -79,13 +76,13 @@ class ResultSet:
 
     def _states(self) -> list[str | None]:
         """Each member's state (None for a nested set: ask it), reading stored ones together."""
-        stored = [r for r in self.results if type(r) is AsyncResult and r._ready_record is None]
+        stored = [r for r in self.results if type(r) is AsyncResult and r.ready_record is None]
         found = self.app.backend.get_many([r.id for r in stored]) if stored else {}
         out: list[str | None] = []
         for r in self.results:
             if isinstance(r, ResultSet):
                 out.append(None)
-            elif type(r) is AsyncResult and r._ready_record is None:
+            elif type(r) is AsyncResult and r.ready_record is None:
                 record = found.get(r.id)
                 out.append(record.state if record is not None else states.PENDING)
             else:
@@ -182,7 +179,7 @@ class GroupResult(ResultSet):
     """The results of a group, under the group's id; ``save()`` keeps the member ids in the store."""
 
     def __init__(self, id: str | None = None, results: Iterable[Any] | None = None, parent: Any = None,
-                 app: Celery | None = None, **kwargs: Any) -> None:
+                 app: AppPort | None = None, **kwargs: Any) -> None:
         super().__init__(results or [], app=app)
         self.id = id
         self.parent = parent
@@ -217,18 +214,25 @@ class GroupResult(ResultSet):
         self.app.backend.forget_group(str(self.id))
 
     @classmethod
-    def restore(cls, id: str, backend: Any = None, app: Celery | None = None) -> GroupResult | None:
+    def restore(cls, id: str, backend: Any = None, app: AppPort | None = None) -> GroupResult | None:
         """The saved group ``id`` (None when it was never saved, or expired)."""
         if app is None:
-            from .shared import get_current_app
-
             app = get_current_app()
         ids = app.backend.restore_group(id)
         return None if ids is None else cls(id, [AsyncResult(i, app=app) for i in ids], app=app)
 
 
-def results_of(ids: Sequence[str], app: Celery) -> list[AsyncResult]:
+def results_of(ids: Sequence[str], app: AppPort) -> list[AsyncResult]:
     return [AsyncResult(i, app=app) for i in ids]
 
 
-__all__ = ["GroupResult", "ResultSet", "results_of"]
+def result_from_tuple(value: Any, app: AppPort | None = None) -> Any:
+    """An ``as_tuple()`` back as a result (Celery's ``result_from_tuple``)."""
+    (rid, parent), nodes = value
+    if nodes is not None:
+        return GroupResult(rid, [result_from_tuple(n, app) for n in nodes], app=app,
+                           parent=result_from_tuple(parent, app) if parent else None)
+    return AsyncResult(rid, app=app, parent=result_from_tuple(parent, app) if parent else None)
+
+
+__all__ = ["GroupResult", "ResultSet", "result_from_tuple", "results_of"]

@@ -14,7 +14,7 @@ import ctypes
 import threading
 from collections.abc import Iterator
 
-from .exceptions import SoftTimeLimitExceeded
+from ..exceptions import SoftTimeLimitExceeded
 
 
 class _Limit:

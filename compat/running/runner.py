@@ -2,14 +2,14 @@
 
 Each task gets a `Job` class named after the task, whose payload is the call's
 ``args`` and ``kwargs``. Its ``handle`` rebuilds ``self.request`` from the message
-headers, runs the task through the tracer (compat/tracing.py) under its soft
+headers, runs the task through the tracer (compat/running/tracing.py) under its soft
 time limit, and ends the attempt as Celery would:
 
 =====================  ============================================================
 task outcome           jobbridge attempt
 =====================  ============================================================
 returned               acknowledged (succeeded)
-raised (no retry)      failed now: Celery does not retry an exception by itself
+raised (no retry)      failed now: AppPort does not retry an exception by itself
 ``self.retry()``       released after the countdown (the same message, one attempt on);
                        re-sent as a new message when the retry changes the arguments,
                        asks for more retries than the message's tries, or throw=False
@@ -28,22 +28,21 @@ from __future__ import annotations
 
 import socket
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobbridge import AcknowledgeJob, Envelope, FailJob, Job, JobContext, JobTimeout, ReleaseJob
 from jobbridge.envelope import new_id
 from jobbridge.execution import CallNext
 
-from . import codec, flow, recording, signals, states
+from .. import codec, signals, states
+from ..exceptions import ChordError, Ignore, Reject, Retry, TimeLimitExceeded
+from ..ports import TaskPort
+from ..request import WORKFLOW_HEADERS, Request, custom_headers
+from ..results.remote import qualified
+from . import flow, recording
 from .calling import FOREVER_TRIES, NO_TIME_LIMIT, tries_for
-from .exceptions import ChordError, Ignore, Reject, Retry, TimeLimitExceeded
-from .remote import qualified
-from .request import WORKFLOW_HEADERS, Request, custom_headers
 from .softlimit import soft_limit
 from .tracing import ExceptionInfo, Traced, on_failure, trace
-
-if TYPE_CHECKING:
-    from .task import Task
 
 _worker_hostname: list[str] = []
 
@@ -61,7 +60,7 @@ class TaskFailed(FailJob):
     """The task failed (Celery state FAILURE); its exception is the ``__cause__``; handlers already ran.
 
     Its message is ``"module.Type: message"`` of that exception, so a reader of the stored
-    failure can raise the task's own exception type again (compat/remote.py).
+    failure can raise the task's own exception type again (compat/results/remote.py).
     """
 
     @classmethod
@@ -112,7 +111,7 @@ class CeleryJob(Job, abstract=True):
         recording.keep(task, ctx, request, states.FAILURE, exc=error)
 
 
-def job_class(task: Task) -> type[CeleryJob]:
+def job_class(task: TaskPort) -> type[CeleryJob]:
     """A Job class for ``task``: its name is the task name (options are set per message)."""
     namespace = {"__module__": __name__, "__qualname__": f"CeleryJob[{task.name}]", "celery_task": task}
     return type(f"CeleryJob[{task.name}]", (CeleryJob,), namespace, name=task.name,
@@ -120,7 +119,7 @@ def job_class(task: Task) -> type[CeleryJob]:
                 **recording.result_options(task))
 
 
-def worker_request(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Request:
+def worker_request(task: TaskPort, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Request:
     headers = dict(ctx.headers)
     limits = headers.get("timelimit") or [None, None]
     return Request(
@@ -138,23 +137,21 @@ def worker_request(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[st
     )
 
 
-def message_request(task: Task, env: Envelope) -> Request:
+def message_request(task: TaskPort, env: Envelope) -> Request:
     """The request of a message that is not running (a revoked one), from its envelope."""
-    from jobbridge.context import JobContext as Context
-
-    ctx = Context(id=env.id, name=env.name, queue=env.queue, attempt=max(1, env.attempts), max_attempts=env.tries,
-                  timeout=env.timeout, headers=env.headers)
+    ctx = JobContext(id=env.id, name=env.name, queue=env.queue, attempt=max(1, env.attempts),
+                     max_attempts=env.tries, timeout=env.timeout, headers=env.headers)
     payload = env.payload or {}
     return worker_request(task, ctx, codec.decode(list(payload.get("args") or [])),
                           codec.decode(dict(payload.get("kwargs") or {})))
 
 
-def _ignores(task: Task, said: Any) -> bool:
+def _ignores(task: TaskPort, said: Any) -> bool:
     """The message's ignore_result; a message that does not say (send_task) follows the task."""
     return recording.ignores_result(task) if said is None else bool(said)
 
 
-def run(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def run(task: TaskPort, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """One attempt of a task in a worker: its return value, or it raises what the worker should do."""
     request = worker_request(task, ctx, args, kwargs)
     skipped = recording.skip(task, ctx, request)
@@ -167,7 +164,7 @@ def run(task: Task, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) ->
     return _conclude(task, ctx, request, traced)
 
 
-def _conclude(task: Task, ctx: JobContext, request: Request, traced: Traced) -> Any:
+def _conclude(task: TaskPort, ctx: JobContext, request: Request, traced: Traced) -> Any:
     if traced.state == states.SUCCESS:
         flow.succeeded(task, request, traced.retval)
         recording.keep(task, ctx, request, states.SUCCESS, result=traced.retval)
@@ -190,7 +187,7 @@ def _conclude(task: Task, ctx: JobContext, request: Request, traced: Traced) -> 
     raise TaskFailed.of(exc)
 
 
-def _retry(task: Task, ctx: JobContext, request: Request, retry: Retry) -> None:
+def _retry(task: TaskPort, ctx: JobContext, request: Request, retry: Retry) -> None:
     """Release the message for its retry, or, when it cannot carry the retry, send a new one."""
     delay = retry_delay(task, retry.when)
     if retry.resend is None and ctx.attempt < ctx.max_attempts:
@@ -202,14 +199,14 @@ def _retry(task: Task, ctx: JobContext, request: Request, retry: Retry) -> None:
     raise AcknowledgeJob(f"task {task.name}[{request.id}] re-sent for retry {request.retries + 1}")
 
 
-def retry_delay(task: Task, when: Any) -> float:
+def retry_delay(task: TaskPort, when: Any) -> float:
     if isinstance(when, datetime):
         moment = when if when.tzinfo is not None else when.replace(tzinfo=UTC)
         return max(0.0, moment.timestamp() - task.app.jobbridge_app().clock.now())
     return max(0.0, float(when or 0.0))
 
 
-def send_retry(task: Task, request: Request, retry: Retry) -> None:
+def send_retry(task: TaskPort, request: Request, retry: Retry) -> None:
     """Publish the retry as a new message carrying the task id and the retry count (as Celery does)."""
     plan = retry.resend or {}
     args, kwargs = list(plan.get("args", request.args or [])), dict(plan.get("kwargs", request.kwargs or {}))
@@ -245,7 +242,7 @@ def middleware(ctx: JobContext, call_next: CallNext) -> Any:
         limit = TimeLimitExceeded(f"TimeLimitExceeded({ctx.timeout:g})")
         limit.__cause__ = exc
         request = worker_request(task, ctx, codec.decode(job.args), codec.decode(job.kwargs))
-        traced = on_failure(task, request, limit)  # no task_postrun: Celery's pool kills the process
+        traced = on_failure(task, request, limit)  # no task_postrun: AppPort's pool kills the process
         flow.failed(task, request, limit, traced.einfo.traceback if traced.einfo else None)
         recording.keep(task, ctx, request, states.FAILURE, exc=limit)
         raise TaskFailed.of(limit, f"hard time limit ({ctx.timeout:g}s) exceeded") from exc

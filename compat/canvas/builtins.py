@@ -7,15 +7,14 @@ returns the list of results.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .app import Celery
+from ..ports import AppPort
+from .signature import maybe_signature
 
 
-def register(app: Celery) -> None:
-    """Add the builtin tasks to ``app`` (when it is finalized)."""
-    from .signature import maybe_signature
+def register(app: AppPort) -> None:
+    """Add the builtin tasks to ``app`` (when it is finalized); a task of that name already there stays."""
 
     def run_map(task: Mapping[str, Any], it: Iterable[Any]) -> list[Any]:
         body = maybe_signature(task, app=app).type
@@ -26,8 +25,7 @@ def register(app: Celery) -> None:
         return [body(*item) for item in it]
 
     for name, fun in (("celery.map", run_map), ("celery.starmap", run_starmap)):
-        if name not in app._tasks:
-            app._task_from_fun(fun, name=name)
+        app.task_from_fun(fun, name=name)
 
 
 __all__ = ["register"]

@@ -18,28 +18,29 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobbridge import JobContext
 from jobbridge.errors import JobBridgeError
 from jobbridge.job import options_of
 from jobbridge.results.base import ResultEncodeError
 
-from . import flow, settings, signals, states
-from .request import Request
-
-if TYPE_CHECKING:
-    from .task import Task
+from .. import signals, states
+from ..config import settings
+from ..exceptions import TaskRevokedError
+from ..ports import TaskPort
+from ..request import Request
+from . import flow
 
 log = logging.getLogger("jobbridge.compat.task")
 
 
-def ignores_result(task: Task) -> bool:
+def ignores_result(task: TaskPort) -> bool:
     found = task.ignore_result
     return bool(task.app.conf["task_ignore_result"] if found is None else found)
 
 
-def result_options(task: Task) -> dict[str, Any]:
+def result_options(task: TaskPort) -> dict[str, Any]:
     """The job options for ``task``'s results: ``store_result`` and ``track_started``."""
     if not settings.results_enabled(task.app.conf):
         return {"store_result": False, "track_started": False}
@@ -47,7 +48,7 @@ def result_options(task: Task) -> dict[str, Any]:
     return {"store_result": not ignores_result(task), "track_started": bool(track)}
 
 
-def keep(task: Task, ctx: JobContext, request: Request, state: str, *, result: Any = None,
+def keep(task: TaskPort, ctx: JobContext, request: Request, state: str, *, result: Any = None,
          exc: BaseException | None = None) -> None:
     """Write ``state`` under the task id when the core will not (see the module docstring)."""
     conf = task.app.conf
@@ -67,7 +68,7 @@ def keep(task: Task, ctx: JobContext, request: Request, state: str, *, result: A
         log.exception("could not store the %s of task %s[%s]", state, task.name, request.id)
 
 
-def skip(task: Task, ctx: JobContext, request: Request) -> str | None:
+def skip(task: TaskPort, ctx: JobContext, request: Request) -> str | None:
     """Why this message is acknowledged unrun (expired, revoked retry, already done), or None to run it."""
     if _expired(task, request):
         signals.task_revoked.send(sender=task, request=request, terminated=False, signum=None, expired=True)
@@ -82,35 +83,33 @@ def skip(task: Task, ctx: JobContext, request: Request) -> str | None:
     return None
 
 
-def _expired(task: Task, request: Request) -> bool:
+def _expired(task: TaskPort, request: Request) -> bool:
     if not request.expires:
         return False
     now = task.app.jobbridge_app().clock.now()
     return datetime.fromisoformat(str(request.expires)).timestamp() <= now
 
 
-def _cancelled(task: Task, task_id: str) -> bool:
+def _cancelled(task: TaskPort, task_id: str) -> bool:
     """A retry re-sent as a new message is revoked by its task id, which is not its message's id."""
     store = task.app.jobbridge_app().results
     return store is not None and task_id in store.cancelled([task_id])
 
 
-def _succeeded(task: Task, task_id: str) -> bool:
+def _succeeded(task: TaskPort, task_id: str) -> bool:
     if not settings.results_enabled(task.app.conf):
         return False
     found = task.app.jobbridge_app().result(task_id)
     return found is not None and found.state == states.SUCCESS
 
 
-def _revoked(task: Task, ctx: JobContext, request: Request, why: str) -> None:
-    from .exceptions import TaskRevokedError
-
+def _revoked(task: TaskPort, ctx: JobContext, request: Request, why: str) -> None:
     flow.revoked(task, request, why)
     if not request.ignore_result:
         keep_anyway(task, request, states.REVOKED, TaskRevokedError(why))
 
 
-def keep_anyway(task: Task, request: Request, state: str, exc: BaseException) -> None:
+def keep_anyway(task: TaskPort, request: Request, state: str, exc: BaseException) -> None:
     """A state the core would not store (the message is acknowledged as ignored), under the task id."""
     if not settings.results_enabled(task.app.conf):
         return

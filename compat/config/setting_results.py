@@ -1,6 +1,6 @@
 """The result backend's Celery settings, and what the facade does with each (see setting_table.py).
 
-``result_backend`` becomes jobbridge's ``results`` (compat/backends.py), ``result_expires`` its
+``result_backend`` becomes jobbridge's ``results`` (compat/config/backends.py), ``result_expires`` its
 ``result_ttl``; the settings of backends jobbridge does not have are accepted, since a
 ``result_backend`` naming one is refused.
 """

@@ -5,7 +5,7 @@ As in Celery, a signature is a dict — ``task``, ``args``, ``kwargs``, ``option
 ``errbacks``, ``chain`` and ``chord`` a task carries are lists of these. Calling
 one merges the partial arguments: the given ones first, then its own (an
 immutable one keeps its own and ignores the given ones), options merged with the
-call's winning. Chains, groups and chords are signatures too (compat/primitives.py);
+call's winning. Chains, groups and chords are signatures too (compat/canvas/primitives.py);
 `from_dict` rebuilds the right class from a dict's ``subtask_type``.
 """
 
@@ -13,27 +13,25 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobbridge.envelope import new_id
 
-from .result import AsyncResult
+from ..ports import AppPort, TaskPort
+from ..results.asyncresult import AsyncResult
+from ..shared import get_current_app
 
-if TYPE_CHECKING:
-    from .app import Celery
-    from .task import Task
-
-#: subtask_type -> the Signature subclass of that canvas primitive (filled by compat/primitives.py)
+#: subtask_type -> the Signature subclass of that canvas primitive (filled by the module defining each)
 TYPES: dict[str, type[Signature]] = {}
 
 
 class Signature(dict[str, Any]):
     """One task call, stored: ``task``, ``args``, ``kwargs``, ``options``, ``immutable``."""
 
-    def __init__(self, task: str | Task | Mapping[str, Any] | None = None, args: Sequence[Any] | None = None,
+    def __init__(self, task: str | TaskPort | Mapping[str, Any] | None = None, args: Sequence[Any] | None = None,
                  kwargs: Mapping[str, Any] | None = None, options: Mapping[str, Any] | None = None,
                  type: Any = None, subtask_type: str | None = None, immutable: bool = False,
-                 app: Celery | None = None, **ex: Any) -> None:
+                 app: AppPort | None = None, **ex: Any) -> None:
         if isinstance(task, Mapping):
             super().__init__(copy.deepcopy(dict(task)))
             self.setdefault("options", {})
@@ -45,7 +43,7 @@ class Signature(dict[str, Any]):
                          options={**dict(options or {}), **ex}, subtask_type=subtask_type, immutable=immutable)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], app: Celery | None = None) -> Signature:
+    def from_dict(cls, d: Mapping[str, Any], app: AppPort | None = None) -> Signature:
         """A signature (or chain, group, chord, ...) from its dict."""
         kind = d.get("subtask_type")
         if kind and kind in TYPES and cls is Signature:
@@ -86,16 +84,18 @@ class Signature(dict[str, Any]):
         return None if found is None else str(found)
 
     @property
-    def app(self) -> Celery:
-        if self._app is not None:
-            return self._app
-        from .shared import get_current_app
-
-        found: Celery = get_current_app()
-        return found
+    def bound_app(self) -> AppPort | None:
+        """The app this signature was given (None: it follows the current app at each use)."""
+        return self._app
 
     @property
-    def type(self) -> Task:
+    def app(self) -> AppPort:
+        if self._app is not None:
+            return self._app
+        return get_current_app()
+
+    @property
+    def type(self) -> TaskPort:
         return self.app.tasks[self.task]
 
     # -- calling --------------------------------------------------------------------------------
@@ -187,6 +187,8 @@ class Signature(dict[str, Any]):
         return self
 
     def __or__(self, other: Any) -> Any:
+        # chain and group are Signatures built on this class, so this module cannot import them first:
+        # ``sig | other`` is the one place a signature makes a workflow (Celery's API puts it here).
         from .primitives import chain, group
 
         if isinstance(other, chain):
@@ -215,7 +217,7 @@ def _as_list(value: Any) -> list[Any]:
     return list(value) if isinstance(value, list | tuple) else [value]
 
 
-def maybe_signature(d: Any, app: Celery | None = None, clone: bool = False) -> Any:
+def maybe_signature(d: Any, app: AppPort | None = None, clone: bool = False) -> Any:
     """A signature for ``d`` (a dict or a signature); None stays None."""
     if d is None:
         return None

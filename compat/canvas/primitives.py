@@ -1,18 +1,19 @@
-"""The canvas: ``chain``, ``group``, ``chord``, ``chunks``, ``xmap`` and ``xstarmap``.
+"""The canvas primitives ``chain`` and ``group``, and `Canvas`, the base of every primitive.
 
-Each is a `Signature` (a JSON dict with its ``subtask_type``), so it can sit inside
+Each primitive (these, ``chord`` in chords.py, ``chunks``, ``xmap`` and ``xstarmap`` in
+maps.py) is a `Signature` (a JSON dict with its ``subtask_type``), so it can sit inside
 another and travel in a message. What happens after a task is carried in that
 task's message, as Celery's message body carries it: ``chain`` (the steps still to
 run, last first), ``callbacks`` (``link``), ``errbacks`` (``link_error``), ``chord``
 (the body a chord header task joins into) and ``group`` / ``group_index``. The
-worker acts on them when the task ends (compat/flow.py).
+worker acts on them when the task ends (compat/running/flow.py).
 
 - ``chain(a, b, c)``: ``a`` is published carrying ``[c, b]``; each step's return
   value is the first argument of the next (unless it is immutable). A group followed
   by another step becomes a chord, as in Celery.
 - ``group([...])``: each task published with the group's id and its index.
-- ``chord(header, body)``: the header's ids are saved and a counter set to their
-  number in the result store; each header task, as it ends, counts itself down
+- ``chord(header, body)`` (chords.py): the header's ids are saved and a counter set to
+  their number in the result store; each header task, as it ends, counts itself down
   once, and the one that reaches 0 publishes the body with every result in header
   order. Nothing polls.
 
@@ -23,50 +24,58 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jobbridge.envelope import new_id
 
-from .exceptions import RefusedFeature
-from .groupresult import GroupResult
+from ..exceptions import RefusedFeature
+from ..ports import AppPort
+from ..results.groupresult import GroupResult
 from .signature import TYPES, Signature, maybe_signature
 
-if TYPE_CHECKING:
-    from .app import Celery
 
-def _tasks_of(tasks: tuple[Any, ...]) -> list[Any]:
+def tasks_of(tasks: tuple[Any, ...]) -> list[Any]:
     """``group(a, b)``, ``group([a, b])`` and ``group(generator)`` alike."""
     if len(tasks) == 1 and not isinstance(tasks[0], Mapping) and isinstance(tasks[0], Iterable):
         return list(tasks[0])
     return list(tasks)
 
 
-class _Canvas(Signature):
+class Canvas(Signature):
     """A primitive's dict: ``task`` is its builtin name, its parts are in ``kwargs``."""
 
     kind = ""
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], app: Celery | None = None) -> Signature:
+    def from_dict(cls, d: Mapping[str, Any], app: AppPort | None = None) -> Signature:
         made = cls.__new__(cls)
         Signature.__init__(made, d, app=app)
         return made
 
     def _parts(self, key: str) -> list[Any]:
-        return [maybe_signature(t, app=self._app) for t in self["kwargs"].get(key) or []]
+        return [maybe_signature(t, app=self.bound_app) for t in self["kwargs"].get(key) or []]
 
-    def _eager(self) -> bool:
+    def always_eager(self) -> bool:
+        """Whether the app runs every call inline (task_always_eager): the primitive applies itself here."""
         return bool(self.app.conf["task_always_eager"])
 
 
-class chain(_Canvas):
+def _chord(header: group, body: Any, app: AppPort | None) -> Signature:
+    """A group followed by a step: a chord, as in Celery (``group | sig``, and a group inside a chain)."""
+    # chord is built on group and chain (canvas/chords.py imports this module), so it is imported at use
+    from .chords import chord
+
+    return chord(header, body, app=app)
+
+
+class chain(Canvas):
     """Tasks one after the other, each result passed on."""
 
     kind = "chain"
 
-    def __init__(self, *tasks: Any, app: Celery | None = None, **options: Any) -> None:
+    def __init__(self, *tasks: Any, app: AppPort | None = None, **options: Any) -> None:
         steps: list[Signature] = []
-        for task in _tasks_of(tasks):
+        for task in tasks_of(tasks):
             sig = maybe_signature(task, app=app)
             steps.extend(sig.tasks if isinstance(sig, chain) else [sig])
         Signature.__init__(self, "celery.chain", (), {"tasks": [dict(s) for s in steps]}, options,
@@ -78,20 +87,18 @@ class chain(_Canvas):
 
     def __or__(self, other: Any) -> Any:
         if isinstance(other, chain):
-            return chain(*self.tasks, *other.tasks, app=self._app, **self.options)
+            return chain(*self.tasks, *other.tasks, app=self.bound_app, **self.options)
         if isinstance(other, Signature):
-            return chain(*self.tasks, other, app=self._app, **self.options)
+            return chain(*self.tasks, other, app=self.bound_app, **self.options)
         return NotImplemented
 
     def _steps(self) -> list[Signature]:
         """The steps to publish: copies, a group followed by a step made a chord (as Celery does)."""
-        from .chords import chord
-
         tasks, steps = [t.clone() for t in self.tasks], []
         while tasks:
             step = tasks.pop(0)
             if isinstance(step, group) and tasks:
-                step = chord(step, tasks.pop(0), app=self._app)
+                step = _chord(step, tasks.pop(0), app=self.bound_app)
             steps.append(step)
         return steps
 
@@ -99,7 +106,7 @@ class chain(_Canvas):
                     route_name: Any = None, **options: Any) -> Any:
         """Publish the first step, carrying the rest; the last step's result, its parents linked."""
         options = {**self.options, **options}
-        if self._eager():
+        if self.always_eager():
             return self.apply(args, kwargs, **options)
         steps = self._steps()
         if not steps:
@@ -174,14 +181,14 @@ def _eager_ok(result: Any) -> bool:
     return bool(result.successful())
 
 
-class group(_Canvas):
+class group(Canvas):
     """Tasks at once; a `GroupResult` of them all."""
 
     kind = "group"
 
-    def __init__(self, *tasks: Any, app: Celery | None = None, **options: Any) -> None:
+    def __init__(self, *tasks: Any, app: AppPort | None = None, **options: Any) -> None:
         members: list[Signature] = []
-        for task in _tasks_of(tasks):
+        for task in tasks_of(tasks):
             sig = maybe_signature(task, app=app)
             members.extend(sig.tasks if isinstance(sig, group) else [sig])
         Signature.__init__(self, "celery.group", (), {"tasks": [dict(s) for s in members]}, options,
@@ -193,39 +200,35 @@ class group(_Canvas):
 
     def __or__(self, other: Any) -> Any:
         if isinstance(other, group | chain):
-            return chain(self, other, app=self._app)
+            return chain(self, other, app=self.bound_app)
         if isinstance(other, Signature):
-            from .chords import chord
-
-            return chord(self, other, app=self._app)
+            return _chord(self, other, app=self.bound_app)
         return NotImplemented
 
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
                     route_name: Any = None, **options: Any) -> Any:
         """Publish every task with the group's id and its index; their results as a GroupResult."""
         options = {**self.options, **options}
-        if self._eager():
+        if self.always_eager():
             return self.apply(args, kwargs, **options)
         self.app.backend.require("a group")
         later = options.pop("chain", None)
         if later:  # a group with steps after it, as a chain hands it on: a chord, as in Celery
-            from .chords import chord
-
-            body = maybe_signature(later[-1], app=self._app)
-            return chord(self, body, app=self._app).apply_async(args, kwargs, chain=later[:-1] or None, **options)
+            body = maybe_signature(later[-1], app=self.bound_app)
+            return _chord(self, body, app=self.bound_app).apply_async(args, kwargs, chain=later[:-1] or None, **options)
         if _as_list(options.get("link")) or _as_list(self.options.get("link")):
             raise RefusedFeature("group.link() is refused: a callback of a group would run after each task; "
                                  "to run a task once all are done, use a chord: chord(group, callback)")
         group_id = str(options.pop("task_id", None) or self.id or new_id())
         results = [task.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index})
                    for index, task in enumerate(self.tasks)]
-        return GroupResult(group_id, results, app=self._app)
+        return GroupResult(group_id, results, app=self.bound_app)
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               **options: Any) -> GroupResult:
         """Run every task here, now, one after the other."""
         group_id = str(options.pop("task_id", None) or self.id or new_id())
-        return GroupResult(group_id, [task.apply(args, kwargs) for task in self.tasks], app=self._app)
+        return GroupResult(group_id, [task.apply(args, kwargs) for task in self.tasks], app=self.bound_app)
 
     def freeze(self, _id: str | None = None, group_id: str | None = None, chord: Any = None,
                root_id: str | None = None, parent_id: str | None = None, group_index: int | None = None) -> Any:
@@ -234,7 +237,7 @@ class group(_Canvas):
         tasks = self.tasks
         results = [t.freeze(group_id=gid, group_index=i, root_id=root_id) for i, t in enumerate(tasks)]
         self["kwargs"]["tasks"] = [dict(t) for t in tasks]
-        return GroupResult(gid, results, app=self._app)
+        return GroupResult(gid, results, app=self.bound_app)
 
     def link_error(self, errback: Any) -> Any:
         tasks = self.tasks

@@ -1,4 +1,4 @@
-"""``app.conf``: Celery's settings, each classified (compat/setting_table.py), and turned into jobbridge's.
+"""``app.conf``: Celery's settings, each classified (compat/config/setting_table.py), and turned into jobbridge's.
 
 Every way Celery takes a setting comes through `Conf.set`: ``Celery(**settings)``,
 ``app.conf.x = ...``, ``app.conf["x"] = ...``, ``app.conf.update(...)`` and
@@ -25,10 +25,12 @@ from datetime import timedelta
 from typing import Any
 
 from jobbridge import settings as core_settings
+from jobbridge.redaction import quoted
 from jobbridge.settings import Settings
 
+from ..exceptions import ImproperlyConfigured, QueueNotFound, RefusedFeature
+from ..ports import ConfPort
 from . import backends, brokers
-from .exceptions import ImproperlyConfigured, RefusedFeature
 from .setting_table import NEW_NAMES, OLD_NAMES, RULES
 
 DEFAULTS: dict[str, Any] = {
@@ -120,7 +122,7 @@ class Conf:
         rule = RULES[name]
         if rule.refuses(value):
             shown = key if key == name else f"{key} ({name})"
-            raise RefusedFeature(f"Celery setting {shown} = {value!r} is refused: {rule.why}. "
+            raise RefusedFeature(f"Celery setting {shown} = {quoted(value, name)} is refused: {rule.why}. "
                                  f"Write instead: {rule.instead}")
         _check_value(name, value)
         self._data[name] = value
@@ -197,7 +199,8 @@ class Conf:
         return {**(DEFAULTS if with_defaults else {}), **self._data}
 
     def humanize(self, with_defaults: bool = False) -> str:
-        return "\n".join(f"{k}: {v!r}" for k, v in sorted(self.table(with_defaults).items()))
+        """Every setting as ``name: value``; credentials masked, as this is printed and logged."""
+        return "\n".join(f"{k}: {quoted(v, k)}" for k, v in sorted(self.table(with_defaults).items()))
 
     def value_set_for(self, key: str) -> bool:
         return resolve(key) in self._data
@@ -253,7 +256,7 @@ def load_object(obj: Any) -> Any:
 
 # -- to jobbridge ---------------------------------------------------------------------------------
 
-def queue_names(conf: Conf) -> list[str]:
+def queue_names(conf: ConfPort) -> list[str]:
     """What a worker processes by default: the task_queues names, else the default queue."""
     declared = conf["task_queues"]
     if declared:
@@ -290,7 +293,7 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
     return Settings.from_mapping(merged, source=" + ".join(names))
 
 
-def results_enabled(conf: Conf) -> bool:
+def results_enabled(conf: ConfPort) -> bool:
     """Whether the app has a result backend: tasks then store their results, as in Celery."""
     return bool(conf["result_backend"])
 
@@ -323,9 +326,7 @@ def _driver_named(layer: Mapping[str, Any]) -> str | None:
     return owners.pop() if len(owners) == 1 else None
 
 
-def check_queue(conf: Conf, queue: str) -> None:
+def check_queue(conf: ConfPort, queue: str) -> None:
     """With task_create_missing_queues off, a queue must be declared in task_queues."""
     if conf["task_create_missing_queues"] is False and queue not in queue_names(conf):
-        from .exceptions import QueueNotFound
-
         raise QueueNotFound(f"Queue {queue!r} missing from task_queues")

@@ -16,11 +16,14 @@ anything else                               refused, naming the schemes that wor
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .exceptions import ImproperlyConfigured, RefusedFeature
+from jobbridge.redaction import quoted
+
+from ..exceptions import ImproperlyConfigured, RefusedFeature
 
 _DATABASE = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 _WORKING = ("redis://host:6379/0, rediss://..., sqla+postgresql://user@host/db (or any SQLAlchemy URL; "
@@ -62,9 +65,9 @@ def scheme_of(url: str) -> str:
 def check_url(url: Any) -> None:
     """Refuse a broker URL at once (when it is set), before anything is built from it."""
     if not isinstance(url, str) or "://" not in url:
-        raise ImproperlyConfigured(f"broker_url must be a URL (scheme://...), not {url!r}; use one of {_WORKING}")
+        raise ImproperlyConfigured(f"broker_url must be a URL (scheme://...), not {quoted(url)}; use one of {_WORKING}")
     if ";" in url:
-        raise RefusedFeature(f"broker_url {url!r} lists several brokers for failover; jobbridge connects to "
+        raise RefusedFeature(f"broker_url {quoted(url)} lists several brokers for failover; jobbridge connects to "
                              "one store per connection: give one URL")
     driver_of(url)
 
@@ -73,14 +76,14 @@ def driver_of(url: str) -> str:
     scheme = scheme_of(url)
     base = scheme.split("+", 1)[0]
     if scheme in _REFUSED_SCHEMES:
-        raise RefusedFeature(f"broker_url {_safe(url)} is refused: {_REFUSED_SCHEMES[scheme]}")
+        raise RefusedFeature(f"broker_url {quoted(url)} is refused: {_REFUSED_SCHEMES[scheme]}")
     if base in ("sqla", "db") or base in _DATABASE:
         return "database"
     simple = {"redis": "redis", "rediss": "redis", "memory": "memory", "sqs": "sqs",
               "confluentkafka": "kafka", "kafka": "kafka"}
     if base in simple:
         return simple[base]
-    raise RefusedFeature(f"broker_url {_safe(url)} is refused: no jobbridge driver stores jobs in "
+    raise RefusedFeature(f"broker_url {quoted(url)} is refused: no jobbridge driver stores jobs in "
                          f"{scheme}://. Use one of {_WORKING}")
 
 
@@ -110,8 +113,6 @@ def _options(opts: Mapping[str, Any], known: Mapping[str, str | None], driver: s
     out: dict[str, Any] = {}
     for key, value in opts.items():
         if key not in known:
-            import difflib
-
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise RefusedFeature(
@@ -145,12 +146,3 @@ def _sqs(url: str, opts: dict[str, Any]) -> dict[str, Any]:
     if secret:
         out["sqs_secret"] = secret
     return {"driver": "sqs", **out}
-
-
-def _safe(url: str) -> str:
-    """The URL with any password hidden, for error messages."""
-    parts = urlsplit(url)
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-        return repr(parts._replace(netloc=netloc).geturl())
-    return repr(url)

@@ -22,14 +22,12 @@ import time
 import traceback
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from . import signals, states
-from .exceptions import Ignore, Reject, Retry, TaskPredicate
-from .request import Request, task_stack
-
-if TYPE_CHECKING:
-    from .task import Task
+from .. import signals, states
+from ..exceptions import Ignore, Reject, Retry, TaskPredicate
+from ..ports import TaskPort
+from ..request import Request, task_stack
 
 log = logging.getLogger("jobbridge.compat.task")
 
@@ -66,7 +64,7 @@ class Traced:
     runtime: float = 0.0
 
 
-def backoff_countdown(task: Task, retries: int) -> int:
+def backoff_countdown(task: TaskPort, retries: int) -> int:
     """Celery's autoretry backoff: factor x 2^retries, capped at retry_backoff_max, full jitter if set."""
     factor = int(max(1.0, float(task.retry_backoff)))
     countdown = min(int(task.retry_backoff_max), factor * int(2 ** max(0, retries)))
@@ -75,11 +73,9 @@ def backoff_countdown(task: Task, retries: int) -> int:
     return max(0, countdown)
 
 
-def _call(task: Task, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _call(task: TaskPort, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """The task's body (its own ``__call__`` when it has one), with autoretry_for applied."""
-    from .task import Task as BaseTask
-
-    fun = task if type(task).__call__ is not BaseTask.__call__ else task.run
+    fun = task.jobbridge_body()
     try:
         return fun(*args, **kwargs)
     except TaskPredicate:
@@ -93,13 +89,13 @@ def _call(task: Task, args: list[Any], kwargs: dict[str, Any]) -> Any:
         raise task.retry(exc=exc, **options) from None
 
 
-def _autoretries(task: Task, exc: Exception) -> bool:
+def _autoretries(task: TaskPort, exc: Exception) -> bool:
     wanted = tuple(task.autoretry_for or ())
     unwanted = tuple(task.dont_autoretry_for or ())
     return bool(wanted) and isinstance(exc, wanted) and not (unwanted and isinstance(exc, unwanted))
 
 
-def trace(task: Task, request: Request, args: list[Any], kwargs: dict[str, Any], *, eager: bool) -> Traced:
+def trace(task: TaskPort, request: Request, args: list[Any], kwargs: dict[str, Any], *, eager: bool) -> Traced:
     """Run the task once under ``request`` and report how it ended; hooks and signals as Celery's."""
     task.request_stack.push(request)
     task_stack().append(task)
@@ -116,7 +112,7 @@ def trace(task: Task, request: Request, args: list[Any], kwargs: dict[str, Any],
         task.request_stack.pop()
 
 
-def _run(task: Task, request: Request, args: list[Any], kwargs: dict[str, Any], eager: bool) -> Traced:
+def _run(task: TaskPort, request: Request, args: list[Any], kwargs: dict[str, Any], eager: bool) -> Traced:
     started = time.monotonic()
     try:
         task.before_start(request.id, args, kwargs)
@@ -135,7 +131,7 @@ def _run(task: Task, request: Request, args: list[Any], kwargs: dict[str, Any], 
     return Traced(states.SUCCESS, retval, runtime=runtime)
 
 
-def on_retry(task: Task, request: Request, exc: Retry) -> Traced:
+def on_retry(task: TaskPort, request: Request, exc: Retry) -> Traced:
     einfo = ExceptionInfo(exc)
     _hook(False, task.on_retry, exc.exc, request.id, request.args, request.kwargs, einfo)
     signals.task_retry.send(sender=task, request=request, reason=exc, einfo=einfo)
@@ -143,7 +139,7 @@ def on_retry(task: Task, request: Request, exc: Retry) -> Traced:
     return Traced(states.RETRY, exc, exc, einfo)
 
 
-def on_failure(task: Task, request: Request, exc: BaseException) -> Traced:
+def on_failure(task: TaskPort, request: Request, exc: BaseException) -> Traced:
     einfo = ExceptionInfo(exc)
     _hook(False, task.on_failure, exc, request.id, request.args, request.kwargs, einfo)
     signals.task_failure.send(sender=task, task_id=request.id, exception=exc, args=request.args,
