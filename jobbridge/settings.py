@@ -11,45 +11,47 @@ import math
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from jobbridge import drivers
-from jobbridge import refusals as rules
+from jobbridge import setting_checks as checks
 from jobbridge.errors import ConfigurationError, RefusedSetting, UnknownConnection
+from jobbridge.redaction import quoted
+from jobbridge.setting_checks import ENV_PREFIX, Place, Source, env_name
+from jobbridge.setting_schema import DEFAULT_RESERVATION, RESERVATION, Field, coerce
 
 __all__ = ["DEFAULT_SQLITE_FILE", "ENV_PREFIX", "MINIMUM_RESERVATION", "ConnectionSettings", "Settings",
            "default_sqlite_url", "discover"]
 
-ENV_PREFIX = "JOBBRIDGE_"
 DEFAULT_SQLITE_FILE = "jobbridge.sqlite3"
-DEFAULT_RESERVATION = 60.0
 MINIMUM_RESERVATION = 2.0
 
 # The top-level keys. A driver's own keys appear as <driver>_<key> (redis_url is the redis
-# connection's url); the reservation is always `reservation`, and a Kafka lock store needs a
+# connection's url), read from each driver's declaration (`drivers.schema_of`); the reservation
+# is always `reservation`, and a key naming another connection (Kafka's locks) needs a
 # connections section, so those are not repeated per driver.
-TOP_FIELDS: dict[str, rules.Field] = {
-    "driver": rules.Field("str"),
-    "queues": rules.Field("list"),
-    "concurrency": rules.Field("int", least=1),
-    "processes": rules.Field("int", least=1),
-    "sleep": rules.Field("float", least=0),
-    "reservation": rules.Field("float", above=0),
-    "results": rules.Field("str"),
-    "result_ttl": rules.Field("float", above=0),
+TOP_FIELDS: dict[str, Field] = {
+    "driver": Field("str"),
+    "queues": Field("list"),
+    "concurrency": Field("int", least=1),
+    "processes": Field("int", least=1),
+    "sleep": Field("float", least=0),
+    "reservation": RESERVATION,
+    "results": Field("str"),
+    "result_ttl": Field("float", above=0),
 }
 RESULT_DRIVERS = ("database", "redis", "memory")
 DEFAULT_RESULT_TTL = 86400.0
 DRIVER_KEYS: dict[str, tuple[str, str]] = {
     f"{driver}_{key}": (driver, key)
-    for driver, fields in rules.DRIVER_FIELDS.items()
-    for key in fields
-    if key not in ("reservation", "visibility_timeout", "lease", "locks")
+    for driver in drivers.DRIVERS
+    for key, declared in drivers.schema_of(driver).fields.items()
+    if declared.top_level and key != drivers.schema_of(driver).reservation_key
 }
-TOP_FIELDS.update({name: rules.DRIVER_FIELDS[driver][key] for name, (driver, key) in DRIVER_KEYS.items()})
+TOP_FIELDS.update({name: drivers.schema_of(driver).fields[key] for name, (driver, key) in DRIVER_KEYS.items()})
 
 
 def default_sqlite_url(cwd: Path | None = None) -> str:
@@ -69,6 +71,11 @@ class ConnectionSettings:
         options = dict(self.options)
         options.setdefault("reservation", DEFAULT_RESERVATION)
         object.__setattr__(self, "options", MappingProxyType(options))
+
+    def __repr__(self) -> str:
+        """The options with their credentials masked: a repr ends up in tracebacks, debuggers and logs."""
+        options = ", ".join(f"{key!r}: {quoted(value, key)}" for key, value in self.options.items())
+        return f"ConnectionSettings(name={self.name!r}, driver={self.driver!r}, options={{{options}}})"
 
     @property
     def reservation(self) -> float:
@@ -91,6 +98,11 @@ class Settings:
     results: str | None = None
     result_ttl: float = DEFAULT_RESULT_TTL
 
+    def __repr__(self) -> str:
+        """Every field, with the results URL's credentials masked (each connection masks its own)."""
+        shown = (f"{f.name}={(quoted if f.name == 'results' else repr)(getattr(self, f.name))}" for f in fields(self))
+        return f"Settings({', '.join(shown)})"
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "connections", MappingProxyType(dict(self.connections)))
         object.__setattr__(self, "queues", tuple(self.queues))
@@ -112,20 +124,20 @@ class Settings:
         base = _base(cwd)
         values = read_environment(os.environ if environ is None else environ)
         if values:
-            return _build(values, _Source("environment", base, frozenset(values)))
+            return _build(values, Source("environment", base, frozenset(values)))
         found = discover(base)
-        return cls.from_file(found) if found else _build({}, _Source("defaults", base))
+        return cls.from_file(found) if found else _build({}, Source("defaults", base))
 
     @classmethod
     def from_file(cls, path: str | Path) -> Settings:
         """From a jobbridge.toml, or the ``[tool.jobbridge]`` table of a pyproject.toml."""
         file = Path(path).resolve()
-        return _build(read_file(file), _Source(str(file), file.parent))
+        return _build(read_file(file), Source(str(file), file.parent))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "code") -> Settings:
         """From a mapping with the file's keys; a relative SQLite path is taken from the current directory."""
-        return _build(data, _Source(source, _base(None)))
+        return _build(data, Source(source, _base(None)))
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
@@ -136,7 +148,7 @@ class Settings:
         values = read_environment(os.environ if environ is None else environ)
         names = ([str(found)] if found else []) + (["environment"] if values else [])
         source = " + ".join(names) or "defaults"
-        return _build({**data, **values}, _Source(source, base, frozenset(values)))
+        return _build({**data, **values}, Source(source, base, frozenset(values)))
 
     def connection(self, name: str | None = None) -> ConnectionSettings:
         """The named connection (None: the default); a name nobody declared is an error, never the default."""
@@ -146,7 +158,7 @@ class Settings:
         except KeyError:
             declared = ", ".join(repr(n) for n in self.connections) or "none"
             raise UnknownConnection(
-                f"no connection is named {key!r}{rules.suggest(key, self.connections)}; declared: {declared}"
+                f"no connection is named {key!r}{checks.suggest(key, self.connections)}; declared: {declared}"
             ) from None
 
     def results_store(self) -> tuple[str, dict[str, Any]] | None:
@@ -190,10 +202,6 @@ def _base(cwd: Path | None) -> Path:
     return (Path.cwd() if cwd is None else Path(cwd)).resolve()
 
 
-def _env_name(key: str) -> str:
-    return ENV_PREFIX + key.upper()
-
-
 def discover(cwd: Path | None = None) -> Path | None:
     """The configuration file in ``cwd``: jobbridge.toml, or a pyproject.toml with [tool.jobbridge]."""
     base = _base(cwd)
@@ -233,78 +241,34 @@ def read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     for variable, text in environ.items():
         if variable.startswith(ENV_PREFIX):
             key = variable[len(ENV_PREFIX):].lower()
-            values[key] = rules.coerce(_top_field(key, "the environment", env=True), text, variable, text=True)
+            values[key] = coerce(_top_field(key, "the environment", env=True), text, variable, text=True)
     return values
 
 
-def _top_field(key: str, where: str, env: bool = False) -> rules.Field:
+def _top_field(key: str, where: str, env: bool = False) -> Field:
     """The field of a top-level key, or the refusal or unknown-key error it deserves."""
     if key in TOP_FIELDS:
         return TOP_FIELDS[key]
-    shown = _env_name(key) if env else key
-    refusal = rules.ENV_CONNECTIONS if env and key == "connections" else rules.refusal_for(key, None)
+    shown = env_name(key) if env else key
+    refusal = checks.ENV_CONNECTIONS if env and key == "connections" else checks.refusal_for(key, None)
     if refusal is not None:
         instead = (refusal.env_instead or refusal.instead) if env else refusal.instead
         raise RefusedSetting(shown, refusal.why, instead, where)
     keys = list(TOP_FIELDS) if env else [*TOP_FIELDS, "connections"]
-    name = _env_name if env else str
+    name = env_name if env else str
     kind = "environment variable" if env else f"setting in {where}:"
-    raise ConfigurationError(f"unknown {kind} {shown}{rules.suggest(key, keys, name)}; jobbridge reads: "
+    raise ConfigurationError(f"unknown {kind} {shown}{checks.suggest(key, keys, name)}; jobbridge reads: "
                              f"{', '.join(map(name, keys))}")
 
 
 # ---------------------------------------------------------------- building the settings
 
 
-@dataclass(frozen=True)
-class _Source:
-    """Where a set of values came from, and which of them came from the environment."""
-
-    name: str
-    base: Path
-    from_env: frozenset[str] = frozenset()
-
-    @property
-    def where(self) -> str:
-        return "the environment" if self.name == "environment" else self.name
-
-    def label(self, key: str) -> str:
-        """A key as its writer wrote it: ``JOBBRIDGE_SLEEP``, or ``sleep (/srv/app/jobbridge.toml)``."""
-        return _env_name(key) if key in self.from_env else f"{key} ({self.name})"
-
-
-@dataclass(frozen=True)
-class _Place:
-    """How one connection's keys are named to the user: in its own table, or as top-level <driver>_<key>."""
-
-    name: str
-    driver: str
-    src: _Source
-    one_driver: bool = False
-
-    @property
-    def where(self) -> str:
-        return self.src.where if self.one_driver else f"connection {self.name!r} ({self.src.name})"
-
-    def key(self, sub: str) -> str:
-        full = f"{self.driver}_{sub}"
-        return (_env_name(full) if full in self.src.from_env else full) if self.one_driver else sub
-
-    def label(self, sub: str) -> str:
-        return self.src.label(f"{self.driver}_{sub}") if self.one_driver else f"{sub} in {self.where}"
-
-    def missing(self, sub: str) -> str:
-        full = f"{self.driver}_{sub}"
-        if not self.one_driver:
-            return sub
-        return _env_name(full) if self.src.name == "environment" else f"{full} (or {_env_name(full)})"
-
-
-def _build(data: Mapping[str, Any], src: _Source) -> Settings:
+def _build(data: Mapping[str, Any], src: Source) -> Settings:
     """Check every key and value, build the connections, and refuse what would fail silently later."""
     if not isinstance(data, Mapping):
-        raise ConfigurationError(f"the configuration ({src.name}) must be a table of settings, not {data!r}")
-    values = {key: rules.coerce(_top_field(key, src.where), value, src.label(key))
+        raise ConfigurationError(f"the configuration ({src.name}) must be a table of settings, not {quoted(data)}")
+    values = {key: coerce(_top_field(key, src.where), value, src.label(key))
               for key, value in data.items() if key != "connections"}
     if "driver" in values:
         values["driver"] = _driver_name(values["driver"], src.label("driver"))
@@ -313,8 +277,8 @@ def _build(data: Mapping[str, Any], src: _Source) -> Settings:
         connections, default = _section(data["connections"], values, src, reservation)
     else:
         connections, default = _one_driver(values, src, reservation)
-    rules.check_distinct(connections)
-    rules.check_locks(connections)
+    checks.check_distinct(connections)
+    checks.check_locks(connections)
     settings = Settings(
         connections=connections, default_connection=default, queues=values.get("queues", ("default",)),
         concurrency=values.get("concurrency", 8), processes=values.get("processes", 1),
@@ -325,19 +289,19 @@ def _build(data: Mapping[str, Any], src: _Source) -> Settings:
 
 
 def _driver_name(value: Any, label: str) -> str:
-    names = ", ".join(drivers.MODULES)
+    names = ", ".join(drivers.DRIVERS)
     if not isinstance(value, str) or "://" in value:
         raise ConfigurationError(
-            f"{label} is a driver's name ({names}), not {value!r}; a URL goes in the driver's own "
+            f"{label} is a driver's name ({names}), not {quoted(value)}; a URL goes in the driver's own "
             "setting (database_url, redis_url, sqs_queue_url, kafka_brokers, or url in a connection)")
     name = value.strip().lower()
-    if name not in drivers.MODULES:
-        raise ConfigurationError(f"{label} names no driver: {value!r}{rules.suggest(name, drivers.MODULES)}; "
+    if name not in drivers.DRIVERS:
+        raise ConfigurationError(f"{label} names no driver: {quoted(value)}{checks.suggest(name, drivers.DRIVERS)}; "
                                  f"choose one of {names}")
     return name
 
 
-def _one_driver(values: Mapping[str, Any], src: _Source,
+def _one_driver(values: Mapping[str, Any], src: Source,
                 reservation: float) -> tuple[dict[str, ConnectionSettings], str]:
     """One connection, named after its driver, from the top-level <driver>_<key> settings."""
     given = {key: DRIVER_KEYS[key] for key in values if key in DRIVER_KEYS}
@@ -349,26 +313,26 @@ def _one_driver(values: Mapping[str, Any], src: _Source,
             f"{src.label('driver')} selects {driver}, so it would be ignored; remove it, or declare "
             "both backends in a connections section")
     options = {sub: values[key] for key, (_, sub) in given.items()}
-    place = _Place(driver, driver, src, one_driver=True)
+    place = Place(driver, driver, src, one_driver=True)
     return {driver: _connection(place, options, reservation)}, driver
 
 
-def _implied_driver(given: Mapping[str, tuple[str, str]], src: _Source) -> str:
+def _implied_driver(given: Mapping[str, tuple[str, str]], src: Source) -> str:
     """With no ``driver``: the one driver whose settings are given, else the embedded database."""
     named = sorted({owner for owner, _ in given.values()})
     if len(named) > 1:
         keys = ", ".join(src.label(key) for key in sorted(given))
         raise ConfigurationError(
             f"settings for {' and '.join(named)} are given ({keys}) but no driver: set driver "
-            f"({_env_name('driver')}) to choose one, or declare a connections section for several")
+            f"({env_name('driver')}) to choose one, or declare a connections section for several")
     return named[0] if named else "database"
 
 
-def _section(raw: Any, values: Mapping[str, Any], src: _Source,
+def _section(raw: Any, values: Mapping[str, Any], src: Source,
              reservation: float) -> tuple[dict[str, ConnectionSettings], str]:
     """The connections section: a default name, and a table per connection with its own driver."""
     if "driver" in values:
-        raise ConfigurationError(rules.NEVER_BOTH.format(driver=src.label("driver"), source=src.name))
+        raise ConfigurationError(checks.NEVER_BOTH.format(driver=src.label("driver"), source=src.name))
     stray = sorted(key for key in values if key in DRIVER_KEYS)
     if stray:
         raise ConfigurationError(
@@ -376,13 +340,13 @@ def _section(raw: Any, values: Mapping[str, Any], src: _Source,
             f"inherited between connections, so write {DRIVER_KEYS[stray[0]][1]} in the connection's "
             "own table")
     if not isinstance(raw, Mapping):
-        raise ConfigurationError(f"connections ({src.name}) must be a table, not {raw!r}")
+        raise ConfigurationError(f"connections ({src.name}) must be a table, not {quoted(raw)}")
     entries = {name: table for name, table in raw.items() if name != "default"}
     default = _default_name(raw.get("default"), entries, src)
     return {name: _declared(name, table, src, reservation) for name, table in entries.items()}, default
 
 
-def _default_name(name: Any, entries: Mapping[str, Any], src: _Source) -> str:
+def _default_name(name: Any, entries: Mapping[str, Any], src: Source) -> str:
     declared = ", ".join(repr(n) for n in entries)
     if not entries:
         raise ConfigurationError(f"the connections section ({src.name}) declares no connection; add a "
@@ -394,63 +358,36 @@ def _default_name(name: Any, entries: Mapping[str, Any], src: _Source) -> str:
                                  "default; add default = \"<name>\"")
     if not isinstance(name, str):
         raise ConfigurationError(f"connections.default ({src.name}) names the default connection, so it "
-                                 f"is a string, not {name!r}; call a connection anything but 'default'")
+                                 f"is a string, not {quoted(name)}; call a connection anything but 'default'")
     if name not in entries:
         raise UnknownConnection(
-            f"connections.default ({src.name}) names {name!r}{rules.suggest(name, entries)}, which is not "
+            f"connections.default ({src.name}) names {name!r}{checks.suggest(name, entries)}, which is not "
             f"declared (declared: {declared}); every job would go to a backend nobody named")
     return name
 
 
-def _declared(name: str, table: Any, src: _Source, reservation: float) -> ConnectionSettings:
+def _declared(name: str, table: Any, src: Source, reservation: float) -> ConnectionSettings:
     """One entry of the connections section, checked against its own driver's keys."""
     if not isinstance(table, Mapping):
         raise ConfigurationError(f"connection {name!r} ({src.name}) must be a table of settings, "
-                                 f"not {table!r}")
+                                 f"not {quoted(table)}")
     if "driver" not in table:
         raise ConfigurationError(
             f"connection {name!r} ({src.name}) has no driver; write driver = one of "
-            f"{', '.join(drivers.MODULES)}. A connection's driver is never guessed")
-    place = _Place(name, "", src)
+            f"{', '.join(drivers.DRIVERS)}. A connection's driver is never guessed")
+    place = Place(name, "", src)
     driver = _driver_name(table["driver"], place.label("driver"))
-    place = _Place(name, driver, src)
-    fields = rules.fields_for(driver)
-    options = {key: rules.coerce(_connection_field(key, fields, place), value, place.label(key))
+    place = Place(name, driver, src)
+    schema = drivers.schema_of(driver)
+    options = {key: coerce(checks.connection_field(key, schema, place), value, place.label(key))
                for key, value in table.items() if key != "driver"}
     return _connection(place, options, reservation)
 
 
-def _connection_field(key: str, fields: Mapping[str, rules.Field], place: _Place) -> rules.Field:
-    """The field of a connection key, or the refusal or unknown-key error it deserves."""
-    if key in fields:
-        return fields[key]
-    refusal = rules.refusal_for(key, place.driver)
-    if refusal is not None:
-        raise RefusedSetting(key, refusal.why, refusal.instead, place.where)
-    accepted = ", ".join(["driver", *sorted(fields)])
-    raise ConfigurationError(f"unknown setting {key!r} in {place.where}{rules.suggest(key, fields)}; "
-                             f"a {place.driver} connection accepts: {accepted}")
-
-
-def _connection(place: _Place, given: Mapping[str, Any], reservation: float) -> ConnectionSettings:
-    """A connection's options, with what it needs checked and its reservation always present."""
-    options, driver = dict(given), place.driver
-    required = rules.REQUIRED.get(driver)
-    if required and required not in options:
-        raise ConfigurationError(
-            f"{place.where}: the {driver} driver needs {place.missing(required)}; without it there is "
-            "nothing to connect to, and no default is guessed")
-    found = rules.cross_check(driver, options)
-    if found is not None:
-        key, refusal = found
-        raise RefusedSetting(place.key(key), refusal.why, refusal.instead, place.where)
-    for key in ("url", "queue_url", "endpoint"):
-        if key in options:
-            rules.check_scheme(driver, key, options[key], place.label(key))
-    key = rules.RESERVATION_KEY.get(driver, "reservation")
-    options.setdefault(key, math.ceil(reservation) if driver == "sqs" else reservation)
-    options["reservation"] = float(options[key])
-    if driver == "database":
-        options["url"] = rules.absolute_sqlite(options["url"], place.src.base) if "url" in options \
+def _connection(place: Place, given: Mapping[str, Any], reservation: float) -> ConnectionSettings:
+    """A connection from its checked options; a database one always has a URL, absolute if SQLite."""
+    options = checks.connection_options(place, given, reservation)
+    if place.driver == "database":
+        options["url"] = checks.absolute_sqlite(options["url"], place.src.base) if "url" in options \
             else default_sqlite_url(place.src.base)
-    return ConnectionSettings(place.name, driver, options)
+    return ConnectionSettings(place.name, place.driver, options)

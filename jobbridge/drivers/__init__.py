@@ -1,10 +1,17 @@
 """Drivers by name and URL scheme, imported lazily so a client library is needed only when used.
 
-Each driver module exposes:
+Each driver has two parts, both named in `DRIVERS`:
 
-- ``SETTINGS``: the connection keys it accepts (besides ``driver``);
-- ``REFUSED``: keys written for other queue libraries, as ``{key: (why, write_instead)}``;
-- ``open(settings, resources) -> Driver``: build the driver from validated settings.
+- its settings module, whose ``SCHEMA`` (a `jobbridge.setting_schema.DriverSchema`) declares the keys
+  a connection of it accepts, their types, bounds and defaults, and the keys it refuses with what to
+  write instead. It imports no client library, so the boot-time checks (`jobbridge.settings`) read
+  every driver's declaration with only jobbridge installed (`schema_of`);
+- its module, whose ``open(settings, resources) -> Driver`` builds the driver from validated
+  settings. `load` imports it, and its client library first, so a missing client is an error naming
+  the extra to install rather than an ``ImportError`` from deep inside ``open``.
+
+A driver package's ``__init__`` imports its driver on first use (`lazy_exports`), never at import:
+importing the settings module imports the package first.
 """
 
 from __future__ import annotations
@@ -19,14 +26,27 @@ from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Envelope
 from jobbridge.errors import ConfigurationError
+from jobbridge.redaction import quoted
+from jobbridge.setting_schema import DriverSchema
 
-MODULES: dict[str, str] = {
-    "sync": "jobbridge.drivers.sync",
-    "memory": "jobbridge.drivers.memory",
-    "database": "jobbridge.drivers.database",
-    "redis": "jobbridge.drivers.redis",
-    "sqs": "jobbridge.drivers.sqs",
-    "kafka": "jobbridge.drivers.kafka",
+
+@dataclass(frozen=True)
+class DriverEntry:
+    """Where one driver lives: the module with ``open``, the one with ``SCHEMA``, and its client library."""
+
+    module: str
+    settings: str
+    client: str | None = None
+    extra: str | None = None
+
+
+DRIVERS: dict[str, DriverEntry] = {
+    "sync": DriverEntry("jobbridge.drivers.sync", "jobbridge.drivers.sync"),
+    "memory": DriverEntry("jobbridge.drivers.memory", "jobbridge.drivers.memory"),
+    "database": DriverEntry("jobbridge.drivers.database", "jobbridge.drivers.database.settings"),
+    "redis": DriverEntry("jobbridge.drivers.redis", "jobbridge.drivers.redis.settings", "redis", "redis"),
+    "sqs": DriverEntry("jobbridge.drivers.sqs", "jobbridge.drivers.sqs_settings", "boto3", "sqs"),
+    "kafka": DriverEntry("jobbridge.drivers.kafka", "jobbridge.drivers.kafka.settings", "confluent_kafka", "kafka"),
 }
 
 SCHEMES: dict[str, str] = {
@@ -43,8 +63,6 @@ SCHEMES: dict[str, str] = {
     "kafka": "kafka",
 }
 
-EXTRAS: dict[str, str] = {"redis": "redis", "sqs": "sqs", "kafka": "kafka"}
-
 
 @dataclass(frozen=True)
 class Resources:
@@ -56,9 +74,6 @@ class Resources:
 
 
 class DriverModule(Protocol):
-    SETTINGS: frozenset[str]
-    REFUSED: Mapping[str, tuple[str, str]]
-
     def open(self, settings: Mapping[str, Any], resources: Resources) -> Driver: ...
 
 
@@ -70,23 +85,50 @@ def driver_for_url(url: str) -> str:
     except KeyError:
         known = ", ".join(f"{s}://" for s in SCHEMES)
         raise ConfigurationError(
-            f"no driver handles the URL scheme {scheme!r} in {url!r}; use one of {known}"
+            f"no driver handles the URL scheme {quoted(scheme)} in {quoted(url)}; use one of {known}"
         ) from None
+
+
+def _entry(name: str) -> DriverEntry:
+    try:
+        return DRIVERS[name]
+    except KeyError:
+        raise ConfigurationError(f"unknown driver {name!r}; choose one of {', '.join(DRIVERS)}") from None
+
+
+def schema_of(name: str) -> DriverSchema:
+    """A driver's settings declarations, read from its settings module without its client library."""
+    found: DriverSchema = importlib.import_module(_entry(name).settings).SCHEMA
+    return found
 
 
 def load(name: str) -> DriverModule:
     """Import a driver's module by name, naming the extra to install when its client is missing."""
+    entry = _entry(name)
     try:
-        path = MODULES[name]
-    except KeyError:
-        raise ConfigurationError(f"unknown driver {name!r}; choose one of {', '.join(MODULES)}") from None
-    try:
-        module: ModuleType = importlib.import_module(path)
+        if entry.client is not None:
+            importlib.import_module(entry.client)
+        module: ModuleType = importlib.import_module(entry.module)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("jobbridge"):
             raise
-        extra = EXTRAS.get(name, name)
         raise ConfigurationError(
-            f"the {name} driver needs {exc.name!r}: pip install 'jobbridge[{extra}]'"
+            f"the {name} driver needs {exc.name!r}: pip install 'jobbridge[{entry.extra or name}]'"
         ) from exc
     return cast(DriverModule, module)
+
+
+def lazy_exports(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's module ``__getattr__``: each name in ``names`` imported from its submodule on first use.
+
+    A driver package re-exports its driver class for its users, but importing it at the package's
+    import would load the client library with the settings module, which the boot-time checks read
+    for every driver, installed or not.
+    """
+
+    def __getattr__(name: str) -> Any:
+        if name not in names:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{names[name]}"), name)
+
+    return __getattr__

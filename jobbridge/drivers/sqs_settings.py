@@ -1,11 +1,17 @@
 """An sqs connection's settings: the keys it accepts, the ones it refuses, and their resolved form.
 
+`SCHEMA` is the one declaration of them: the boot-time checks (`jobbridge.settings`)
+and `parse_settings` both read it, and this module imports no client library at
+import, so a configuration is checked the same way whether or not boto3 is installed.
+
 ``queue_url`` is the whole URL of the connection's ``default`` queue. The form
 ``sqs://<account>/<queue-name>`` is short for the same queue at ``endpoint``
 (or at ``https://sqs.<region>.amazonaws.com``). What is not written is derived,
-never guessed silently: the region from an AWS queue URL's host, the endpoint
-from a non-AWS queue URL's scheme and host, the visibility timeout from the
-connection's ``reservation`` (rounded up to whole seconds).
+never guessed silently: the region from an AWS queue URL's host (else boto3's
+default), the endpoint from a non-AWS queue URL's scheme and host, the
+visibility timeout from the connection's ``reservation`` (rounded up to whole
+seconds), the credentials from boto3's own chain. ``wait_time`` is the longest
+one receive long-polls (0 turns long polling off).
 """
 
 from __future__ import annotations
@@ -17,29 +23,61 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import boto3
-
 from jobbridge.errors import ConfigurationError, RefusedSetting
+from jobbridge.redaction import quoted
+from jobbridge.setting_schema import DriverSchema, Field, Refusal, check_keys
 
-SETTINGS = frozenset({"queue_url", "region", "endpoint", "visibility_timeout", "wait_time", "key", "secret"})
-
-_WHOLE_URL = "it composes an SQS queue URL out of parts, and an sqs connection is given the whole URL"
-_VISIBILITY = ("on sqs the reservation is the visibility timeout, the SQS setting it maps to one to one",
-               "visibility_timeout (whole seconds)")
-
-REFUSED: Mapping[str, tuple[str, str]] = {
-    "prefix": (_WHOLE_URL, "queue_url, the whole URL"),
-    "suffix": (_WHOLE_URL, "queue_url, the whole URL"),
-    "url": ("an sqs connection is given its queue's URL, not a server's",
-            "queue_url (and endpoint for an SQS-compatible server)"),
-    "retry_after": _VISIBILITY,
-}
-
-#: `reservation` arrives in a connection's options as a copy of visibility_timeout (settings.py)
-_ALSO_ACCEPTED = frozenset({"driver", "reservation"})
-DEFAULT_VISIBILITY = 60
 MAX_VISIBILITY = 43200
 MAX_WAIT = 20
+
+_WHOLE_URL = Refusal("it composes an SQS queue URL out of parts, and an sqs connection is given the whole URL",
+                     "queue_url, the whole URL")
+_VISIBILITY = Refusal("on sqs the reservation is the visibility timeout, the SQS setting it maps to one to one",
+                      "visibility_timeout (whole seconds)")
+NO_SECRET = Refusal(
+    "a key and a secret sign requests together; with only one, boto3 quietly falls back to whatever "
+    "credentials the machine has", "both key and secret, or neither (boto3's own credential chain)")
+_NO_REGION = Refusal(
+    "credentials with no region send requests to whatever region the machine defaults to",
+    "region, the queue's own")
+
+
+def _combination(options: Mapping[str, Any]) -> tuple[str, Refusal] | None:
+    """Credentials that are half there, or sent to no region in particular."""
+    for key, other in (("key", "secret"), ("secret", "key")):
+        if key in options and other not in options:
+            return key, NO_SECRET
+    if "key" in options and "region" not in options:
+        return "key", _NO_REGION
+    return None
+
+
+SCHEMA = DriverSchema(
+    fields={
+        "queue_url": Field("url", schemes=("https", "http", "sqs")),
+        "region": Field("str"),
+        "endpoint": Field("url", schemes=("https", "http")),
+        "visibility_timeout": Field("int", least=1, most=MAX_VISIBILITY, default=60),
+        "wait_time": Field("int", least=0, most=MAX_WAIT, default=MAX_WAIT),
+        "key": Field("str", secret=True),
+        "secret": Field("str", secret=True),
+    },
+    refused={
+        "prefix": _WHOLE_URL,
+        "suffix": _WHOLE_URL,
+        "url": Refusal("an sqs connection is given its queue's URL, not a server's",
+                       "queue_url (and endpoint for an SQS-compatible server)"),
+        "reservation": _VISIBILITY,
+        "retry_after": _VISIBILITY,
+    },
+    required="queue_url",
+    reservation_key="visibility_timeout",
+    store_keys=("queue_url",),
+    combination=_combination,
+)
+SETTINGS = SCHEMA.keys
+REFUSED = SCHEMA.refused
+
 #: SQS queue names: letters, digits, hyphens and underscores, at most 80 characters
 QUEUE_NAME = re.compile(r"[A-Za-z0-9_-]{1,80}")
 _AWS_HOST = re.compile(r"(?:sqs\.(?P<a>[a-z0-9-]+)|(?P<b>[a-z0-9-]+)\.queue)\.amazonaws\.com(?:\.cn)?")
@@ -53,44 +91,35 @@ class SqsSettings:
     base: str
     region: str
     endpoint: str | None = None
-    visibility_timeout: int = DEFAULT_VISIBILITY
-    wait_time: int = MAX_WAIT
+    visibility_timeout: int = SCHEMA.default("visibility_timeout")
+    wait_time: int = SCHEMA.default("wait_time")
     key: str | None = None
     secret: str | None = None
 
 
 def parse_settings(settings: Mapping[str, Any]) -> SqsSettings:
     """Validate and resolve a connection's options; a refused or unknown key is a boot failure naming it."""
-    _check_keys(settings)
+    check_keys(SCHEMA, settings, "an sqs connection")
     url = _text(settings, "queue_url")
     if url is None:
         raise ConfigurationError("an sqs connection needs queue_url, the whole URL of its queue")
     endpoint = _text(settings, "endpoint")
     key, secret = _text(settings, "key"), _text(settings, "secret")
     if (key is None) != (secret is None):
-        raise ConfigurationError("an sqs connection takes both key and secret, or neither")
+        raise RefusedSetting("key" if secret is None else "secret", NO_SECRET.why, NO_SECRET.instead,
+                             where="an sqs connection")
     region = _text(settings, "region") or _region_of(url)
     if url.lower().startswith("sqs://"):
         url = _expanded(url, endpoint, region)
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ConfigurationError(f"queue_url must be https://host/<account>/<name> or sqs://<account>/<name>, "
-                                 f"not {url!r}")
+                                 f"not {quoted(url)}")
     return SqsSettings(
         queue_url=url, base=_base_name(url), region=region,
         endpoint=endpoint or (None if _AWS_HOST.fullmatch(parts.hostname or "") else f"{parts.scheme}://{parts.netloc}"),
-        visibility_timeout=_visibility(settings), wait_time=_whole(settings, "wait_time", MAX_WAIT, 0, MAX_WAIT),
+        visibility_timeout=_visibility(settings), wait_time=_whole(settings, "wait_time"),
         key=key, secret=secret)
-
-
-def _check_keys(settings: Mapping[str, Any]) -> None:
-    for key in settings:
-        if key in REFUSED:
-            why, instead = REFUSED[key]
-            raise RefusedSetting(key, why, instead, where="an sqs connection")
-        if key not in SETTINGS and key not in _ALSO_ACCEPTED:
-            raise ConfigurationError(
-                f"unknown setting {key!r} on an sqs connection; it accepts {', '.join(sorted(SETTINGS))}")
 
 
 def _text(settings: Mapping[str, Any], key: str) -> str | None:
@@ -98,15 +127,17 @@ def _text(settings: Mapping[str, Any], key: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not value.strip():
-        raise ConfigurationError(f"{key} on an sqs connection must be a non-empty string, not {value!r}")
+        raise ConfigurationError(f"{key} on an sqs connection must be a non-empty string, not {quoted(value, key)}")
     return value.strip()
 
 
-def _whole(settings: Mapping[str, Any], key: str, default: int, least: int, most: int) -> int:
-    value = settings.get(key, default)
+def _whole(settings: Mapping[str, Any], key: str) -> int:
+    """Whole seconds within the key's declared bounds; its default when not written."""
+    field = SCHEMA.fields[key]
+    value, least, most = settings.get(key, field.default), field.least or 0, field.most or math.inf
     if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value) \
             or not least <= value <= most:
-        raise ConfigurationError(f"{key} on an sqs connection must be whole seconds from {least} to {most}, "
+        raise ConfigurationError(f"{key} on an sqs connection must be whole seconds from {least:g} to {most:g}, "
                                  f"not {value!r}")
     return int(value)
 
@@ -118,16 +149,20 @@ def _visibility(settings: Mapping[str, Any]) -> int:
         if not isinstance(reservation, int | float) or not math.isfinite(reservation):
             raise ConfigurationError(f"reservation must be a number of seconds, not {reservation!r}")
         return min(MAX_VISIBILITY, max(1, math.ceil(reservation)))
-    return _whole(settings, "visibility_timeout", DEFAULT_VISIBILITY, 1, MAX_VISIBILITY)
+    return _whole(settings, "visibility_timeout")
 
 
 def _region_of(url: str) -> str:
     """The region an AWS queue URL names, else boto3's own (AWS_REGION, ~/.aws/config), else refused."""
     found = _AWS_HOST.fullmatch(urlsplit(url).hostname or "")
-    region = (found.group("a") or found.group("b")) if found else boto3.session.Session().region_name
+    if found:
+        return found.group("a") or found.group("b")
+    import boto3  # here, not at the top: the settings' declaration loads without boto3
+
+    region = boto3.session.Session().region_name
     if not region:
         raise ConfigurationError(
-            f"no region for the sqs queue {url!r}: the URL does not name one and boto3 has no default; "
+            f"no region for the sqs queue {quoted(url)}: the URL does not name one and boto3 has no default; "
             "set region on the connection")
     return region
 
@@ -137,7 +172,8 @@ def _expanded(url: str, endpoint: str | None, region: str) -> str:
     parts = urlsplit(url)
     account, name = parts.netloc, parts.path.strip("/")
     if not account or not name or "/" in name or parts.query:
-        raise ConfigurationError(f"queue_url {url!r} must be sqs://<account>/<queue-name> (or the whole https URL)")
+        raise ConfigurationError(
+            f"queue_url {quoted(url)} must be sqs://<account>/<queue-name> (or the whole https URL)")
     server = endpoint.rstrip("/") if endpoint else f"https://sqs.{region}.amazonaws.com"
     return f"{server}/{account}/{name}"
 
@@ -147,9 +183,9 @@ def _base_name(url: str) -> str:
     name = urlsplit(url).path.rstrip("/").rsplit("/", 1)[-1]
     if name.endswith(".fifo"):
         raise ConfigurationError(
-            f"queue_url {url!r} is a FIFO queue; the sqs driver needs a standard queue, because a FIFO "
+            f"queue_url {quoted(url)} is a FIFO queue; the sqs driver needs a standard queue, because a FIFO "
             "queue refuses a per-message delay (delayed jobs and released retries)")
     if not QUEUE_NAME.fullmatch(name):
-        raise ConfigurationError(f"queue_url {url!r} does not end in an SQS queue name "
+        raise ConfigurationError(f"queue_url {quoted(url)} does not end in an SQS queue name "
                                  "(letters, digits, '-' and '_', at most 80)")
     return name

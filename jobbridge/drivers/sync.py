@@ -17,14 +17,16 @@ from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
 from jobbridge.errors import ConfigurationError
+from jobbridge.setting_schema import DriverSchema, Refusal
 
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources
 
-SETTINGS: frozenset[str] = frozenset()
-REFUSED: Mapping[str, tuple[str, str]] = {
-    "reservation": ("the sync driver reserves nothing; jobs run inside dispatch", "nothing"),
-}
+#: its settings (`jobbridge.setting_schema`): none, and no reservation, since nothing is reserved
+SCHEMA = DriverSchema(fields={}, refused={
+    "reservation": Refusal("the sync driver reserves nothing; jobs run inside dispatch", "nothing"),
+})
+SETTINGS, REFUSED = SCHEMA.keys, SCHEMA.refused
 log = logging.getLogger("jobbridge.drivers.sync")
 
 CAPABILITIES = Capabilities(

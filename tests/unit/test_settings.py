@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from jobbridge import refusals
+from jobbridge import drivers, setting_checks
 from jobbridge.errors import ConfigurationError, RefusedSetting, UnknownConnection
+from jobbridge.setting_schema import Refusal
 from jobbridge.settings import (
     DEFAULT_SQLITE_FILE,
     DRIVER_KEYS,
@@ -344,7 +349,7 @@ VALID: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("driver", sorted(VALID))
 def test_each_driver_accepts_exactly_its_own_keys(driver: str) -> None:
-    assert set(VALID[driver]) == set(refusals.DRIVER_FIELDS[driver])
+    assert set(VALID[driver]) == set(drivers.schema_of(driver).fields)
     settings = Settings.from_mapping(sections(a={"driver": driver, **VALID[driver]},
                                               store={"driver": "database", "url": "sqlite:///s.db"}))
     conn = settings.connection("a")
@@ -395,9 +400,9 @@ def test_two_connections_on_one_store_are_refused() -> None:
 # ---------------------------------------------------------------- refused by name
 
 
-@pytest.mark.parametrize("key", sorted(refusals.GENERAL))
+@pytest.mark.parametrize("key", sorted(setting_checks.GENERAL))
 def test_a_foreign_setting_is_refused_at_the_top_level_and_in_any_connection(key: str) -> None:
-    top = refusals.TOP_LEVEL.get(key) or refusals.GENERAL[key]
+    top = setting_checks.TOP_LEVEL.get(key) or setting_checks.GENERAL[key]
     with pytest.raises(RefusedSetting) as caught:
         Settings.from_mapping({key: 1}, source="code")
     assert (caught.value.key, caught.value.why, caught.value.instead) == (key, top.why, top.instead)
@@ -466,20 +471,55 @@ def test_a_refused_variable_names_the_variable_to_set_instead(tmp_path: Path) ->
 
 
 def test_a_driver_modules_own_refusals_are_added(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = refusals.driver_module("memory")
-    assert module is not None
-    monkeypatch.setattr(module, "REFUSED", {"shards": ("the memory driver has one store", "nothing")})
+    module = importlib.import_module(drivers.DRIVERS["memory"].settings)
+    refused = {"shards": Refusal("the memory driver has one store", "nothing")}
+    monkeypatch.setattr(module, "SCHEMA", dataclasses.replace(module.SCHEMA, refused=refused))
     with pytest.raises(RefusedSetting, match=r"one store"):
         Settings.from_mapping(sections(a={"driver": "memory", "shards": 2}))
 
 
-@pytest.mark.parametrize("driver", sorted(refusals.DRIVER_FIELDS))
-def test_the_tables_agree_with_each_importable_driver_module(driver: str) -> None:
-    module = refusals.driver_module(driver)
-    if module is None:
-        pytest.skip(f"the {driver} driver module is not importable yet (or its client is not installed)")
-    assert set(module.SETTINGS) == set(refusals.DRIVER_FIELDS[driver])
-    assert not set(module.REFUSED) & set(module.SETTINGS)
+#: a process in which no client library (nor SQLAlchemy) can be imported, as when none is installed
+WITHOUT_CLIENTS = """
+import sys
+for name in ("redis", "boto3", "botocore", "confluent_kafka", "psycopg", "pymysql", "sqlalchemy"):
+    sys.modules[name] = None
+from jobbridge.drivers import load
+from jobbridge.errors import ConfigurationError
+from jobbridge.settings import Settings
+
+def attempt(step):
+    try:
+        step()
+        print("accepted")
+    except ConfigurationError as exc:
+        print(exc)
+
+every = {"default": "db", "db": {"driver": "database", "url": "postgresql://app@db/app"},
+         "cache": {"driver": "redis", "url": "redis://cache/1", "reconnect": True},
+         "bulk": {"driver": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/1/q", "wait_time": 5},
+         "events": {"driver": "kafka", "brokers": "a:9092", "locks": "cache"},
+         "mem": {"driver": "memory"}, "now": {"driver": "sync"}}
+attempt(lambda: Settings.from_mapping({"connections": every}))
+attempt(lambda: Settings.from_mapping({"connections": {"c": {**every["cache"], "pool_size": 9}}}))
+attempt(lambda: Settings.from_mapping({"connections": {"k": {**every["events"], "topic": "t"}}}))
+attempt(lambda: Settings.from_mapping({"driver": "sqs", "sqs_queue_url": "https://sqs/1/q", "sqs_key": "k"}))
+attempt(lambda: load("redis"))
+attempt(lambda: load("kafka"))
+print(sorted(name for name in ("redis", "boto3", "confluent_kafka", "psycopg", "sqlalchemy") if sys.modules.get(name)))
+"""
+
+
+def test_every_drivers_settings_are_checked_without_its_client_library() -> None:
+    done = subprocess.run([sys.executable, "-c", WITHOUT_CLIENTS], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 7, done.stdout
+    assert lines[0] == "accepted"
+    assert "'pool_size'" in lines[1] and "response_timeout_ms and reconnect" in lines[1]
+    assert "'topic'" in lines[2] and "topic_prefix" in lines[2]
+    assert "'sqs_key'" in lines[3] and "sign requests together" in lines[3]
+    assert "pip install 'jobbridge[redis]'" in lines[4] and "pip install 'jobbridge[kafka]'" in lines[5]
+    assert lines[6] == "[]", "a client library was imported by the settings checks"
 
 
 # ---------------------------------------------------------------- reservations
@@ -527,15 +567,64 @@ def test_settings_are_immutable_and_consistent() -> None:
     assert ConnectionSettings("a", "memory").reservation == 60.0
 
 
+# ---------------------------------------------------------------- credentials never shown
+
+PASSWORD = "hunter2"
+
+
+@pytest.mark.parametrize(("variables", "says"), [
+    ({"database_url": f"postgres:{PASSWORD}@db/app"}, "must be a URL"),
+    ({"database_url": f"host=db user=app password={PASSWORD}"}, "must be a URL"),
+    ({"database_url": f"redis://:{PASSWORD}@cache:6379/0"}, "takes a sqlite://"),
+    ({"redis_url": f"postgresql://app:{PASSWORD}@db/app?password={PASSWORD}"}, "takes a redis://"),
+    ({"driver": f"postgresql://app:{PASSWORD}@db/app"}, "a driver's name"),
+    ({"driver": "sqs", "sqs_queue_url": "https://sqs.eu-west-1.amazonaws.com/1/q", "sqs_key": "k",
+      "sqs_secret": "", "sqs_region": "eu-west-1"}, "non-empty string"),
+])
+def test_an_error_never_quotes_a_password(tmp_path: Path, variables: dict[str, str], says: str) -> None:
+    with pytest.raises(ConfigurationError, match=says) as info:
+        env(tmp_path, **variables)
+    assert PASSWORD not in str(info.value) and "***" in str(info.value)
+
+
+@pytest.mark.parametrize("table", [f"postgresql://app:{PASSWORD}@db/app", [f"redis://:{PASSWORD}@cache/0"]])
+def test_a_url_where_a_table_belongs_is_masked_in_the_error(table: object) -> None:
+    with pytest.raises(ConfigurationError, match="must be a table") as info:
+        Settings.from_mapping({"connections": {"primary": table}})
+    assert PASSWORD not in str(info.value)
+
+
+def test_a_secret_that_fails_validation_is_not_shown_at_all() -> None:
+    with pytest.raises(ConfigurationError, match="never shown") as info:
+        Settings.from_mapping(sections(bulk={"driver": "sqs", "queue_url": "https://sqs.eu-west-1.amazonaws.com/1/q",
+                                             "region": "eu-west-1", "key": "k", "secret": 20240601}))
+    assert "20240601" not in str(info.value)
+
+
+def test_reprs_mask_every_credential() -> None:
+    settings = Settings.from_mapping({
+        "connections": {"default": "primary",
+                        "primary": {"driver": "database", "url": f"postgresql://app:{PASSWORD}@db/app"},
+                        "cache": {"driver": "redis", "url": f"redis://cache:6379/2?password={PASSWORD}"}},
+        "results": f"redis://:{PASSWORD}@cache:6379/3"})
+    shown = repr(settings)
+    assert PASSWORD not in shown, shown
+    assert "'postgresql://app:***@db/app'" in shown and "'redis://cache:6379/2?password=***'" in shown
+    assert "results='redis://:***@cache:6379/3'" in shown and "default_connection='primary'" in shown
+    conn = ConnectionSettings("bulk", "sqs", {"queue_url": "https://sqs.x/1/q", "key": "AKIA", "secret": PASSWORD})
+    assert PASSWORD not in repr(conn) and "'secret': ***" in repr(conn) and "'reservation': 60.0" in repr(conn)
+
+
 # ---------------------------------------------------------------- the manual
 
 
 def test_the_manual_names_every_setting_and_every_refusal() -> None:
     text = DOCS.read_text()
     names = [*TOP_FIELDS, "connections", *(f"JOBBRIDGE_{k.upper()}" for k in TOP_FIELDS)]
-    names += [key for fields in refusals.DRIVER_FIELDS.values() for key in fields]
-    names += [*refusals.GENERAL, *refusals.TOP_LEVEL]
-    names += [key for table in refusals.BY_DRIVER.values() for key in table]
+    schemas = [drivers.schema_of(driver) for driver in drivers.DRIVERS]
+    names += [key for schema in schemas for key in schema.fields]
+    names += [*setting_checks.GENERAL, *setting_checks.TOP_LEVEL]
+    names += [key for schema in schemas for key in schema.refused]
     missing = sorted({name for name in names if f"`{name}`" not in text})
     assert not missing, f"docs/configuration.md does not mention {missing}"
     assert set(DRIVER_KEYS) <= set(TOP_FIELDS)

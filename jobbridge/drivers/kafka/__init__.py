@@ -23,12 +23,9 @@ and ``jobbridge_kafka_failed``; its redis keys sit under the redis prefix plus
 driver as ``resources.extra["lock_store"]``; `open` fails naming ``locks``
 when it is missing.
 
-Settings: ``brokers`` (required), ``group`` (the consumer group, default
-``jobbridge``), ``topic_prefix`` (default ``jobbridge.``), ``lease`` (the
-reservation, seconds, default 60; ``reservation`` is accepted as its copy) and
-``locks`` (required). ``bootstrap_servers``, ``group_id``, ``topic``,
-``enable_auto_commit`` and ``auto_offset_reset`` are refused by name
-(`REFUSED`). Client options beyond these (TLS, SASL, timeouts) come from code:
+Settings: `jobbridge.drivers.kafka.settings` declares them (``SCHEMA``: each key's
+type, bounds and default, and the keys refused with what to write instead).
+Client options beyond these (TLS, SASL, timeouts) come from code:
 ``resources.extra["kafka_config"]`` for every client and
 ``resources.extra["kafka_consumer_config"]`` for the consumer alone.
 
@@ -40,17 +37,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobbridge.drivers.kafka.driver import KafkaDriver, Receipt
+from jobbridge.drivers import lazy_exports
 from jobbridge.drivers.kafka.settings import REFUSED, SETTINGS, KafkaSettings, brokers_from_url, parse_settings
-from jobbridge.drivers.kafka.store import LeaseStore, store_for
 
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources
+    from jobbridge.drivers.kafka.driver import KafkaDriver, Receipt
+    from jobbridge.drivers.kafka.store import LeaseStore
 
 __all__ = [
-    "REFUSED", "SETTINGS", "KafkaDriver", "KafkaSettings", "LeaseStore", "Receipt", "brokers_from_url", "open",
-    "parse_settings",
+    "REFUSED", "SETTINGS", "KafkaDriver", "KafkaSettings", "LeaseStore", "Receipt", "brokers_from_url",
+    "open", "parse_settings",
 ]
+
+# the driver (and confluent-kafka with it) is imported on first use: the settings above load without it
+__getattr__ = lazy_exports(__name__, {"KafkaDriver": "driver", "Receipt": "driver", "LeaseStore": "store"})
 
 
 def open(settings: Mapping[str, Any], resources: Resources) -> KafkaDriver:
@@ -59,7 +60,9 @@ def open(settings: Mapping[str, Any], resources: Resources) -> KafkaDriver:
     ``resources.extra["lock_store"]`` is the driver of the connection ``locks``
     names (a `DatabaseDriver` or `RedisDriver`), or any `LeaseStore`.
     """
+    from jobbridge.drivers.kafka import driver, store
+
     parsed = parse_settings(settings)
-    store = store_for(resources.extra.get("lock_store"), parsed.scope, parsed.locks)
-    return KafkaDriver(parsed, store, clock=resources.clock, config=resources.extra.get("kafka_config"),
-                       consumer=resources.extra.get("kafka_consumer_config"))
+    lock_store = store.store_for(resources.extra.get("lock_store"), parsed.scope, parsed.locks)
+    return driver.KafkaDriver(parsed, lock_store, clock=resources.clock, config=resources.extra.get("kafka_config"),
+                              consumer=resources.extra.get("kafka_consumer_config"))

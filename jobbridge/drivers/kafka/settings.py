@@ -1,9 +1,17 @@
 """A kafka connection's settings: the keys it accepts, the ones it refuses, and their parsed form.
 
-``lease`` is the reservation (whole seconds a handed-out job stays claimed
-between heartbeats); the settings layer also passes it as ``reservation``, a
-copy, which is accepted here for that reason and for code that builds a
-driver with the name every other driver uses.
+`SCHEMA` is the one declaration of them: the boot-time checks (`jobbridge.settings`)
+and `parse_settings` both read it, and this module imports no client library, so
+a configuration is checked the same way whether or not confluent-kafka is installed.
+
+``brokers`` and ``locks`` are required: the brokers to push to, and the database
+or redis connection (by name) whose store holds each job's lease and the delayed
+and failed jobs. ``lease`` is the reservation (seconds a handed-out job stays
+leased between heartbeats); the settings layer also passes it as
+``reservation``, a copy, which is accepted here for that reason and for code
+that builds a driver with the name every other driver uses. Client options
+beyond these (TLS, SASL, timeouts) come from code, not from this table
+(`jobbridge.drivers.kafka`).
 """
 
 from __future__ import annotations
@@ -14,31 +22,57 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobbridge.errors import ConfigurationError, RefusedSetting
+from jobbridge.limits import MAX_NAME_LENGTH
+from jobbridge.redaction import quoted
+from jobbridge.setting_schema import RESERVATION, DriverSchema, Field, Refusal, check_keys, describe, within
 
-SETTINGS = frozenset({"brokers", "group", "topic_prefix", "lease", "locks"})
-
-_OFFSETS = (
+_OFFSETS = Refusal(
     "the driver commits a partition's offset only up to the first job not yet finished, so a "
     "restarted consumer never skips one; an automatic commit (or a reset to the newest offset) "
     "would skip every job that was read but not yet done",
     "nothing; offsets are the driver's to commit",
 )
+_LEASE = Refusal("on kafka the reservation is the lease", "lease")
+NO_BROKERS = Refusal("a kafka connection with no brokers has nowhere to push",
+                     "brokers, a list of host:port (or one comma-separated string)")
 
-REFUSED: Mapping[str, tuple[str, str]] = {
-    "bootstrap_servers": ("that is the Kafka client's name for the brokers", "brokers (host:port, ...)"),
-    "group_id": ("that is the Kafka client's name for the consumer group", "group"),
-    "topic": (
-        "every queue has its own topic, named topic_prefix + the queue, so one topic setting would "
-        "be a decoy that no job is pushed to",
-        "topic_prefix",
-    ),
-    "enable_auto_commit": _OFFSETS,
-    "auto_offset_reset": _OFFSETS,
-}
 
-DEFAULT_GROUP = "jobbridge"
-DEFAULT_TOPIC_PREFIX = "jobbridge."
-DEFAULT_LEASE = 60.0
+def _combination(options: Mapping[str, Any]) -> tuple[str, Refusal] | None:
+    """An empty ``brokers`` is a valid list and a connection that cannot push."""
+    return ("brokers", NO_BROKERS) if "brokers" in options and not options["brokers"] else None
+
+
+SCHEMA = DriverSchema(
+    fields={
+        "brokers": Field("list", empty_ok=True),
+        "group": Field("str", default="jobbridge"),
+        "topic_prefix": Field("str", empty_ok=True, default="jobbridge."),
+        "lease": RESERVATION,
+        "locks": Field("str", top_level=False),
+    },
+    refused={
+        "bootstrap_servers": Refusal("that is the Kafka client's name for the brokers", "brokers (host:port, ...)"),
+        "group_id": Refusal("that is the Kafka client's name for the consumer group", "group"),
+        "topic": Refusal(
+            "every queue has its own topic, named topic_prefix + the queue, so one topic setting would "
+            "be a decoy that no job is pushed to",
+            "topic_prefix",
+        ),
+        "enable_auto_commit": _OFFSETS,
+        "auto_offset_reset": _OFFSETS,
+        "reservation": _LEASE,
+        "retry_after": _LEASE,
+        "prefix": Refusal("on kafka the prefix is the topics'", "topic_prefix"),
+        "url": Refusal("a kafka connection is given its brokers, not one URL", "brokers (host:port, ...)"),
+    },
+    required="brokers",
+    reservation_key="lease",
+    store_keys=("brokers", "topic_prefix"),
+    combination=_combination,
+)
+SETTINGS = SCHEMA.keys
+REFUSED = SCHEMA.refused
+
 #: what Kafka allows in a topic name, and its longest
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]*")
 MAX_TOPIC_LENGTH = 249
@@ -52,9 +86,9 @@ class KafkaSettings:
 
     brokers: tuple[str, ...]
     locks: str
-    group: str = DEFAULT_GROUP
-    topic_prefix: str = DEFAULT_TOPIC_PREFIX
-    lease: float = DEFAULT_LEASE
+    group: str = SCHEMA.default("group")
+    topic_prefix: str = SCHEMA.default("topic_prefix")
+    lease: float = SCHEMA.default("lease")
 
     @property
     def scope(self) -> str:
@@ -66,7 +100,7 @@ def brokers_from_url(url: str) -> tuple[str, ...]:
     """``kafka://host:port,host:port`` as a tuple of ``host:port``."""
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() != "kafka":
-        raise ConfigurationError(f"a kafka URL is kafka://host:port,host:port, not {url!r}")
+        raise ConfigurationError(f"a kafka URL is kafka://host:port,host:port, not {quoted(url)}")
     return _brokers(rest.strip("/"))
 
 
@@ -82,20 +116,13 @@ def _brokers(value: object) -> tuple[str, ...]:
         raise ConfigurationError(f"brokers is a list of host:port, not {value!r}")
     found = tuple(str(item).strip() for item in items if str(item).strip())
     if not found:
-        raise ConfigurationError(
-            "a kafka connection with no brokers has nowhere to push; set brokers = host:port, ...")
+        raise RefusedSetting("brokers", NO_BROKERS.why, NO_BROKERS.instead, where="a kafka connection")
     return found
 
 
 def parse_settings(settings: Mapping[str, Any]) -> KafkaSettings:
     """Validate a connection's settings; a refused, unknown or missing key is a boot failure naming it."""
-    for key in settings:
-        if key in REFUSED:
-            why, instead = REFUSED[key]
-            raise RefusedSetting(key, why, instead, where="a kafka connection")
-        if key not in SETTINGS and key not in (_COPY, "driver"):
-            raise ConfigurationError(
-                f"unknown setting {key!r} on a kafka connection; it accepts {', '.join(sorted(SETTINGS))}")
+    check_keys(SCHEMA, settings, "a kafka connection")
     if "brokers" not in settings:
         raise ConfigurationError("a kafka connection needs brokers = host:port, ... (JOBBRIDGE_KAFKA_BROKERS)")
     locks = settings.get("locks")
@@ -108,8 +135,8 @@ def parse_settings(settings: Mapping[str, Any]) -> KafkaSettings:
     return KafkaSettings(
         brokers=_brokers(settings["brokers"]),
         locks=locks.strip(),
-        group=_group(settings.get("group", DEFAULT_GROUP)),
-        topic_prefix=_prefix(settings.get("topic_prefix", DEFAULT_TOPIC_PREFIX)),
+        group=_group(settings.get("group", SCHEMA.default("group"))),
+        topic_prefix=_prefix(settings.get("topic_prefix", SCHEMA.default("topic_prefix"))),
         lease=_lease(settings),
     )
 
@@ -128,21 +155,23 @@ def _prefix(value: object) -> str:
 
 
 def _lease(settings: Mapping[str, Any]) -> float:
-    value = settings.get("lease", settings.get(_COPY, DEFAULT_LEASE))
+    value = settings.get("lease", settings.get(_COPY, SCHEMA.default("lease")))
     try:
         lease = float(value)
     except (TypeError, ValueError):
         raise ConfigurationError(f"lease is a number of seconds, not {value!r}") from None
-    if not lease > 0:
-        raise ConfigurationError(f"lease must be a positive number of seconds, not {value!r}")
+    if not within(SCHEMA.fields["lease"], lease):
+        raise ConfigurationError(f"lease must be {describe(SCHEMA.fields['lease'])}, not {value!r}")
     return lease
 
 
 def topic_name(prefix: str, queue: str) -> str:
     """The queue's topic; a queue whose name Kafka cannot take is refused, naming it."""
     topic = f"{prefix}{queue}"
-    if not queue or not _TOPIC_CHARS.fullmatch(queue) or len(topic) > MAX_TOPIC_LENGTH or topic in (".", ".."):
+    if not queue or not _TOPIC_CHARS.fullmatch(queue) or len(topic) > MAX_TOPIC_LENGTH or topic in (".", "..") \
+            or len(queue) > MAX_NAME_LENGTH:
         raise ConfigurationError(
-            f"queue {queue!r} cannot be a Kafka topic ({topic!r}): a queue on a kafka connection is named "
-            f"with letters, digits, '.', '_' and '-', and its topic is at most {MAX_TOPIC_LENGTH} characters")
+            f"queue {queue[:MAX_TOPIC_LENGTH]!r} cannot be a Kafka topic: a queue on a kafka connection is named "
+            f"with letters, digits, '.', '_' and '-', in at most {MAX_NAME_LENGTH} characters (the lock store's "
+            f"queue column), and its topic is at most {MAX_TOPIC_LENGTH}")
     return topic

@@ -6,19 +6,20 @@ Keys, all under ``prefix`` (default ``jobbridge:``)::
 
     {prefix}queue:{name}     stream      ready and reserved jobs; fields id, body, attempts;
                                          consumer group "jobbridge" (its pending list = reserved)
-    {prefix}delayed:{name}   sorted set  delayed jobs scored by due time (clock seconds)
-    {prefix}leases           sorted set  "<entry id> <queue>" scored by lease deadline (clock seconds)
+    {prefix}delayed:{name}   sorted set  delayed jobs scored by due time (Redis's clock, seconds)
+    {prefix}leases           sorted set  "<entry id> <queue>" scored by lease deadline (Redis's clock)
     {prefix}queues           set         every queue name pushed to
     {prefix}failed           sorted set  failed job ids scored by failed_at
     {prefix}failed:{id}      hash        a failed job: queue, name, attempts, error, failed_at, body
     {prefix}lock:{key}       string      a unique-job lock: "<owner>|<expires_at>", with PX
 
-Settings: ``url``; ``prefix``; ``reservation`` (seconds, default 60); ``connect_timeout_ms``
-and ``response_timeout_ms`` (off unless declared); ``reconnect`` (retry a command with
-exponential backoff across a dropped connection or a restart; off unless declared),
-``reconnect_attempts`` (default 10) and ``reconnect_max_backoff_ms`` (default 1000).
-``connection``, ``visibility_timeout``, ``retry_after``, ``block_for`` and pool sizes are
-refused by name with what to write instead (`REFUSED`).
+Settings: `jobbridge.drivers.redis.settings` declares them (``SCHEMA``: each key's
+type, bounds and default, and the keys refused with what to write instead).
+
+Deadlines are read off Redis's clock (``TIME``), so worker hosts whose clocks
+disagree agree on every lease; an envelope is at most `MAX_MESSAGE_BYTES`
+(8 MiB) encoded; an entry this driver did not write is failed with a reason,
+never raised (`entries`).
 
 Redis can still lose an accepted job (persistence, replication, eviction):
 ``may_lose_an_accepted_job`` is true, and `check_eviction_policy` warns unless
@@ -30,18 +31,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from jobbridge.drivers.redis.driver import CAPABILITIES, RedisDriver
-from jobbridge.drivers.redis.eviction import check_eviction_policy
+from jobbridge.drivers import lazy_exports
 from jobbridge.drivers.redis.settings import REFUSED, SETTINGS, RedisSettings, parse_settings
 
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources
+    from jobbridge.drivers.redis.driver import CAPABILITIES, RedisDriver
+    from jobbridge.drivers.redis.entries import MAX_MESSAGE_BYTES
+    from jobbridge.drivers.redis.eviction import check_eviction_policy
 
 __all__ = [
-    "CAPABILITIES", "REFUSED", "SETTINGS", "RedisDriver", "RedisSettings", "check_eviction_policy", "open",
+    "CAPABILITIES", "MAX_MESSAGE_BYTES", "REFUSED", "SETTINGS", "RedisDriver", "RedisSettings",
+    "check_eviction_policy", "open",
 ]
+
+# the driver (and redis-py with it) is imported on first use: the settings above load without it
+__getattr__ = lazy_exports(__name__, {"CAPABILITIES": "driver", "RedisDriver": "driver",
+                                      "MAX_MESSAGE_BYTES": "entries", "check_eviction_policy": "eviction"})
 
 
 def open(settings: Mapping[str, Any], resources: Resources) -> RedisDriver:
     """Build a redis driver from a connection's settings (a refused or unknown key fails here)."""
-    return RedisDriver(parse_settings(settings), clock=resources.clock)
+    from jobbridge.drivers.redis import driver
+
+    return driver.RedisDriver(parse_settings(settings), clock=resources.clock)

@@ -1,7 +1,14 @@
 """A redis connection's settings: the keys it accepts, the ones it refuses, and their parsed form.
 
-Timeouts are milliseconds (a command's budget), ``reservation`` is seconds
-(a period a job waits). Timeouts and ``reconnect`` are off unless declared.
+`SCHEMA` is the one declaration of them: the boot-time checks (`jobbridge.settings`)
+and `parse_settings` both read it, and this module imports no client library, so
+a configuration is checked the same way whether or not redis-py is installed.
+
+``url`` is ``redis://[[user]:password@]host[:port][/db]`` or ``rediss://...`` (TLS).
+Timeouts are milliseconds (a command's budget), ``reservation`` is seconds (a
+period a job waits). Timeouts and ``reconnect`` are off unless declared; with
+``reconnect`` a command is retried with exponential backoff across a dropped
+connection or a restart, ``reconnect_attempts`` times at most.
 """
 
 from __future__ import annotations
@@ -10,51 +17,54 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobbridge.errors import ConfigurationError, RefusedSetting
+from jobbridge.errors import ConfigurationError
+from jobbridge.redaction import quoted
+from jobbridge.setting_schema import RESERVATION, DriverSchema, Field, Refusal, check_keys, describe, within
 
-SETTINGS = frozenset({
-    "url",
-    "prefix",
-    "reservation",
-    "connect_timeout_ms",
-    "response_timeout_ms",
-    "reconnect",
-    "reconnect_attempts",
-    "reconnect_max_backoff_ms",
-})
-
-_NO_POOL = (
+_NO_POOL = Refusal(
     "this driver keeps no pool worth sizing: a redis connection multiplexes, so there is "
     "nothing to pool and everything to time out",
     "response_timeout_ms and reconnect",
 )
 
-REFUSED: Mapping[str, tuple[str, str]] = {
-    "connection": (
-        "it would point at the cache's named store, so the queue would share the cache's "
-        "database index, which is the failure a separate queue connection exists to prevent",
-        "url, with its own database index (redis://host:6379/1)",
-    ),
-    "visibility_timeout": (
-        "that is Celery's and kombu's redelivery timer; here the lease a worker renews by "
-        "heartbeat is called reservation",
-        "reservation (seconds)",
-    ),
-    "retry_after": ("the same setting as reservation under another name", "reservation (seconds)"),
-    "block_for": (
-        "a reserve blocks only briefly and by itself; how long an idle worker waits is the worker's",
-        "nothing; the worker's --sleep",
-    ),
-    "max_connections": _NO_POOL,
-    "min_connections": _NO_POOL,
-    "pool_size": _NO_POOL,
-}
-
-DEFAULT_PREFIX = "jobbridge:"
-DEFAULT_RESERVATION = 60.0
-DEFAULT_RECONNECT_ATTEMPTS = 10
-DEFAULT_RECONNECT_MAX_BACKOFF_MS = 1000
-SCHEMES = ("redis://", "rediss://")
+SCHEMA = DriverSchema(
+    fields={
+        "url": Field("url", schemes=("redis", "rediss")),
+        "prefix": Field("str", empty_ok=True, default="jobbridge:"),
+        "reservation": RESERVATION,
+        "connect_timeout_ms": Field("int", least=1),
+        "response_timeout_ms": Field("int", least=1),
+        "reconnect": Field("bool", default=False),
+        "reconnect_attempts": Field("int", least=0, default=10),
+        "reconnect_max_backoff_ms": Field("int", least=1, default=1000),
+    },
+    refused={
+        "connection": Refusal(
+            "it would point at the cache's named store, so the queue would share the cache's "
+            "database index, which is the failure a separate queue connection exists to prevent",
+            "url, with its own database index (redis://host:6379/1)",
+        ),
+        "visibility_timeout": Refusal(
+            "that is Celery's and kombu's redelivery timer; here the lease a worker renews by "
+            "heartbeat is called reservation",
+            "reservation (seconds)",
+        ),
+        "retry_after": Refusal("the same setting as reservation under another name", "reservation (seconds)"),
+        "block_for": Refusal(
+            "a reserve blocks only briefly and by itself; how long an idle worker waits is the worker's",
+            "nothing; the worker's --sleep",
+        ),
+        "max_connections": _NO_POOL,
+        "min_connections": _NO_POOL,
+        "pool_size": _NO_POOL,
+    },
+    required="url",
+    store_keys=("url", "prefix"),
+    lock_store=True,
+)
+SETTINGS = SCHEMA.keys
+REFUSED = SCHEMA.refused
+SCHEMES = tuple(f"{scheme}://" for scheme in SCHEMA.fields["url"].schemes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,61 +72,49 @@ class RedisSettings:
     """One redis connection, validated: where, under which prefix, and how long to wait."""
 
     url: str
-    prefix: str = DEFAULT_PREFIX
-    reservation: float = DEFAULT_RESERVATION
+    prefix: str = SCHEMA.default("prefix")
+    reservation: float = SCHEMA.default("reservation")
     connect_timeout_ms: int | None = None
     response_timeout_ms: int | None = None
-    reconnect: bool = False
-    reconnect_attempts: int = DEFAULT_RECONNECT_ATTEMPTS
-    reconnect_max_backoff_ms: int = DEFAULT_RECONNECT_MAX_BACKOFF_MS
+    reconnect: bool = SCHEMA.default("reconnect")
+    reconnect_attempts: int = SCHEMA.default("reconnect_attempts")
+    reconnect_max_backoff_ms: int = SCHEMA.default("reconnect_max_backoff_ms")
 
 
 def parse_settings(settings: Mapping[str, Any]) -> RedisSettings:
     """Validate a connection's settings; a refused or unknown key is a boot failure naming it."""
-    for key in settings:
-        if key in REFUSED:
-            why, instead = REFUSED[key]
-            raise RefusedSetting(key, why, instead, where="a redis connection")
-        if key not in SETTINGS and key != "driver":
-            raise ConfigurationError(
-                f"unknown setting {key!r} on a redis connection; it accepts {', '.join(sorted(SETTINGS))}"
-            )
+    check_keys(SCHEMA, settings, "a redis connection")
     url = settings.get("url")
     if not isinstance(url, str) or not url.startswith(SCHEMES):
-        raise ConfigurationError(f"a redis connection needs url = redis://... or rediss://..., got {url!r}")
-    prefix = str(settings.get("prefix", DEFAULT_PREFIX))
-    reservation = _number(settings, "reservation", DEFAULT_RESERVATION)
-    if reservation <= 0:
-        raise ConfigurationError(f"reservation must be a positive number of seconds, got {reservation}")
+        wanted = " or ".join(f"{scheme}..." for scheme in SCHEMES)
+        raise ConfigurationError(f"a redis connection needs url = {wanted}, got {quoted(url)}")
     return RedisSettings(
         url=url,
-        prefix=prefix,
-        reservation=reservation,
+        prefix=str(settings.get("prefix", SCHEMA.default("prefix"))),
+        reservation=_number(settings, "reservation"),
         connect_timeout_ms=_millis(settings, "connect_timeout_ms"),
         response_timeout_ms=_millis(settings, "response_timeout_ms"),
-        reconnect=_flag(settings.get("reconnect", False)),
-        reconnect_attempts=int(_number(settings, "reconnect_attempts", DEFAULT_RECONNECT_ATTEMPTS)),
-        reconnect_max_backoff_ms=int(
-            _number(settings, "reconnect_max_backoff_ms", DEFAULT_RECONNECT_MAX_BACKOFF_MS)
-        ),
+        reconnect=_flag(settings.get("reconnect", SCHEMA.default("reconnect"))),
+        reconnect_attempts=int(_number(settings, "reconnect_attempts")),
+        reconnect_max_backoff_ms=int(_number(settings, "reconnect_max_backoff_ms")),
     )
 
 
-def _number(settings: Mapping[str, Any], key: str, default: float) -> float:
-    value = settings.get(key, default)
+def _number(settings: Mapping[str, Any], key: str) -> float:
+    """The key's value (its default when not written) as a number within its declared bounds."""
+    value = settings.get(key, SCHEMA.default(key))
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         raise ConfigurationError(f"{key} must be a number, got {value!r}") from None
+    if not within(SCHEMA.fields[key], number):
+        raise ConfigurationError(f"{key} must be {describe(SCHEMA.fields[key])}, got {value!r}")
+    return number
 
 
 def _millis(settings: Mapping[str, Any], key: str) -> int | None:
-    if settings.get(key) is None:
-        return None
-    value = int(_number(settings, key, 0))
-    if value <= 0:
-        raise ConfigurationError(f"{key} must be a positive number of milliseconds, got {value}")
-    return value
+    """A timeout in milliseconds, or None (off) when not declared."""
+    return None if settings.get(key) is None else int(_number(settings, key))
 
 
 def _flag(value: object) -> bool:
