@@ -1,11 +1,12 @@
 # Two entry points, both self-contained on a fresh machine with Python 3.11+:
 #   make demo   creates .venv, installs jobbridge, runs the main job on SQLite
-#   make test   creates .venv, installs the dev extras, runs ruff, mypy --strict and the suite
+#   make test   creates .venv, installs the dev extras, runs ruff, lint-imports (the import rules in
+#               pyproject.toml), mypy --strict and the suite
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test lint typecheck pytest bench clean
+.PHONY: demo test lint typecheck pytest docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +25,7 @@ demo: $(VENV)/.installed
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check jobbridge compat tests benchmarks
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy --strict jobbridge compat
@@ -31,7 +33,17 @@ typecheck: $(VENV)/.installed-dev
 pytest: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest
 
-test: lint typecheck pytest
+$(VENV)/.installed-docs: $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[docs]'
+	touch $@
+
+# The manual as a site in site/ (open site/index.html). --strict turns every warning into a failure: a page
+# missing from the nav, a broken link or anchor. NO_MKDOCS_2_WARNING silences mkdocs-material's banner about
+# its own end of life, printed on every build.
+docs: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -d site
+
+test: lint typecheck docs pytest
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python -m benchmarks sqlite
