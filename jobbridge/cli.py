@@ -173,7 +173,7 @@ _REFUSED_NAMES = ", ".join("/".join(names) for names, _, _ in CELERY_REFUSED)
               help="Seconds to wait before looking again when the queues are empty (default: sleep).")
 @click.option("--once", is_flag=True, help="Run one job (if one is waiting), then exit.")
 @click.option("--stop-when-empty", is_flag=True,
-              help="Run every job available now, then exit (a drain; what Rainier calls --once).")
+              help="Run every job available now, then exit (a drain; delayed jobs stay queued).")
 @click.option("-l", "--loglevel", default="INFO", show_default=True, type=click.Choice(LEVELS, case_sensitive=False),
               help="Logging level; at INFO one line per attempt (logger jobbridge.job).")
 @click.option("-n", "--hostname", help="This worker's name (%h host, %n short host, %d domain); "
@@ -349,6 +349,11 @@ def flush(app: str | None, connection: str | None) -> None:
     click.echo(f"deleted {driver.flush_failed()} failed job(s)")
 
 
+#: capability fields whose own name would mislead: ``priorities`` is the order of a worker's queues,
+#: not a per-message priority (which jobbridge refuses)
+_CAPABILITY_WORDS = {"priorities": "ordered queues"}
+
+
 @cli.command()
 @app_options
 def status(app: str | None, connection: str | None) -> None:
@@ -371,7 +376,8 @@ def status(app: str | None, connection: str | None) -> None:
     click.echo(f"failed       {driver.failed_count()}")
     caps = driver.capabilities
     click.echo("capabilities " + ", ".join(
-        f"{f.name.replace('_', ' ')}: {'yes' if getattr(caps, f.name) else 'no'}" for f in fields(caps)))
+        f"{_CAPABILITY_WORDS.get(f.name, f.name.replace('_', ' '))}: {'yes' if getattr(caps, f.name) else 'no'}"
+        for f in fields(caps)))
     if caps.may_lose_an_accepted_job:
         click.echo(f"WARNING      the {conn.driver} driver may lose a job it has accepted (a crash before it "
                    "persisted, memory eviction); where every job must survive, use the database driver")
