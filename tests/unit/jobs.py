@@ -105,3 +105,23 @@ class Control(Job, name="tests.control", tries=2):
             raise ReleaseJob(delay=42)
         if self.action == "fail":
             raise FailJob("no point retrying")
+
+
+@job("tests.padded", queue="mail")
+class Padded:
+    """A payload as large as its text: for the drivers' size limits."""
+
+    post_id: int
+    text: str = ""
+
+    def handle(self, ctx: JobContext) -> None:
+        RAN.append(("padded", self.post_id))
+
+
+class Later(Job, name="tests.later", tries=5):
+    """Asks to run again after ``delay`` seconds, whatever it is."""
+
+    delay: float
+
+    def handle(self, ctx: JobContext) -> None:
+        raise ReleaseJob(delay=self.delay)
