@@ -187,7 +187,7 @@ def drain(bridge: JobBridge, say: _Printer, expected: Expected, dropped: bool) -
     driver = bridge.driver()
     return DemoResult(
         path=Path(), succeeded=stats.succeeded, released=stats.released, failed=stats.failed,
-        processed=stats.processed, seconds=seconds, quick_seconds=quick.seconds, failed_in_store=driver.failed_count(),
+        processed=stats.processed, seconds=seconds, quick_seconds=quick.seconds, failed_in_store=driver.failed.count(),
         pending_left=sum(c.pending for c in driver.counts()), duplicate_dropped=dropped, expected=expected,
     )
 

@@ -1,18 +1,21 @@
-"""What a worker *process* needs beside its loop: the check that a driver can serve one, and OS stop signals.
+"""What a worker *process* needs beside its loop: the check that a driver can serve one, which queues it
+works, and OS stop signals.
 
 Kept apart from `jobbridge.worker` so that the supervisor and the CLI, which
-start processes, use them without the loop; `jobbridge.worker` re-exports both.
+start processes, use them without the loop; `jobbridge.worker` re-exports the
+check and the signals.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
 from jobbridge.errors import ConfigurationError
+from jobbridge.job import DEFAULT_QUEUE, options_of
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
@@ -34,9 +37,26 @@ def check_worker_driver(bridge: JobBridge, connection: str | None = None) -> Non
             "process that dispatched them: a worker in another process can never see them. Use the "
             "database driver (SQLite by default) or redis; in tests, run jobs in-process with "
             "bridge.run_pending() or jobbridge.worker.Worker.")
-    check = getattr(driver, "check_eviction_policy", None)
-    if callable(check):
-        check()
+    driver.check()
+
+
+def worked_queues(bridge: JobBridge, given: Sequence[str] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The queues a worker works, in priority order, and the registered jobs' queues those leave out.
+
+    ``given`` (``-Q``) wins, then the ``queues`` setting. With neither, the queues
+    the registered jobs name: the default queue first (where a job lands when
+    nothing names another), then each other in the order its first job was
+    registered. A worker that knows a job class on ``mail`` then works ``mail``,
+    rather than reporting nothing processed while ``mail`` fills up.
+    """
+    named = list(dict.fromkeys(options_of(cls).queue for cls in bridge.registry.classes()))
+    if given:
+        queues = tuple(dict.fromkeys(given))
+    elif bridge.settings.queues_given:
+        queues = bridge.settings.queues
+    else:
+        queues = tuple(dict.fromkeys([DEFAULT_QUEUE, *named]))
+    return queues, tuple(queue for queue in named if queue not in queues)
 
 
 def on_stop_signals(handler: Callable[[int, FrameType | None], None]) -> Callable[[], None]:

@@ -1,12 +1,25 @@
-"""The one port every driver implements: the reservation protocol, the failed store, locks.
+"""The port every driver implements, split by client: the reservation protocol, the failed store, locks.
 
 A driver stores envelopes and hands them out under a lease. It never imports
 the worker or the app, and it turns its client's exceptions into
 `jobbridge.errors.DriverError` subclasses.
+
+Three clients use a driver, each through the part it needs, so that none
+depends on operations it never calls (and a driver author sees which part is
+which):
+
+- the worker: `Driver`, the reservation protocol and the life cycle;
+- the app: `Driver.push` and ``driver.locks`` (a `LockStore`) for unique jobs;
+- the CLI and the dashboard: ``driver.failed`` (a `FailedStore`), `Driver.counts` and `Driver.purge`.
+
+A driver whose store holds no failed jobs or locks of its own (Kafka) is given
+them by a shared store; one that can hold no lock at all (SQS) says so with
+``locks.shared``.
 """
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -26,18 +39,102 @@ class Capabilities:
     per_message_release: bool
     priorities: bool
     transactional_push: bool
-    shared_locks: bool
     blocking_reserve: bool
     #: the largest encoded envelope the store takes (None: no limit of its own); dispatch refuses a
     #: larger one with `PayloadTooLarge`, so that no caller retries a push the store can never accept
     max_message_bytes: int | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class FailedFilter:
+    """Which failed jobs a listing asks for; a ``None`` field matches every job.
+
+    A store applies what it can in its own query (the database driver with an
+    index per filter), so that a filtered listing of a large failed store stays
+    fast; `matches` is the same test for a store that must look at each job.
+    """
+
+    queue: str | None = None
+    name: str | None = None
+    #: failed at or after this moment (epoch seconds)
+    since: float | None = None
+
+    def matches(self, job: FailedJob) -> bool:
+        return ((self.queue is None or job.queue == self.queue) and (self.name is None or job.name == self.name)
+                and (self.since is None or job.failed_at >= self.since))
+
+
+@runtime_checkable
+class FailedStore(Protocol):
+    """Where `Driver.fail` puts a job: what an operator lists, retries and flushes after an incident."""
+
+    def retry(self, id_or_all: str) -> int:
+        """Put one failed job (or ``"all"``) back on its queue with its attempts reset; return how many.
+
+        Raises `NoFailedJob` for an id the store does not hold, so that a mistyped
+        id is an error rather than a silent nothing.
+        """
+        ...
+
+    def flush(self) -> int:
+        """Delete every failed job; return how many."""
+        ...
+
+    def count(self) -> int:
+        """How many jobs the failed store holds."""
+        ...
+
+    def list(self, limit: int = 50, where: FailedFilter | None = None) -> builtins.list[FailedJob]:
+        """The newest failed jobs first, at most ``limit``, of those ``where`` matches (every one when None)."""
+        ...
+
+    def get(self, job_id: str) -> FailedJob | None:
+        """One failed job by id, with its whole error and body; None when the store does not hold it."""
+        ...
+
+
+@runtime_checkable
+class LockStore(Protocol):
+    """Unique-job locks: the app takes one per unique key at dispatch, the worker drops it when the job ends.
+
+    ``shared`` says whether a lock is seen by every process that can reserve the
+    queue's jobs. When it is false (SQS has no lock) the app dispatches unique
+    jobs without deduplication, with a warning, rather than trust a lock that
+    only this process would see.
+    """
+
+    shared: bool
+
+    def acquire(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
+        """Take ``key`` for ``ttl`` seconds unless someone holds it; False when someone does.
+
+        A driver with ``transactional_push`` takes it inside ``transaction`` (so a
+        rollback drops it with the job); the others ignore ``transaction``.
+        """
+        ...
+
+    def release(self, key: str, owner: str) -> None:
+        """Drop ``key`` if ``owner`` still holds it (never someone else's lock)."""
+        ...
+
+
 @runtime_checkable
 class Driver(Protocol):
-    """The reservation protocol: push, reserve, acknowledge / release / fail, extend, reclaim."""
+    """The reservation protocol (push, reserve, acknowledge / release / fail, extend, reclaim) and life cycle."""
 
     capabilities: Capabilities
+
+    # read-only members, so that a driver's own store classes satisfy them (a plain attribute would
+    # have to be typed exactly `FailedStore`)
+    @property
+    def failed(self) -> FailedStore:
+        """The failed store `fail` moves jobs to."""
+        ...
+
+    @property
+    def locks(self) -> LockStore:
+        """The unique-job locks."""
+        ...
 
     def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
         """Store envelopes, each available at its ``available_at``.
@@ -49,9 +146,9 @@ class Driver(Protocol):
         ...
 
     def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
-        """Claim up to ``limit`` available envelopes, emptying ``queues`` in the order given.
+        """Reserve up to ``limit`` available envelopes, emptying ``queues`` in the order given.
 
-        The attempt count of each claimed envelope is one higher than when it
+        The attempt count of each reserved envelope is one higher than when it
         was stored. A driver with ``blocking_reserve`` may wait up to ``wait``
         seconds for work; the others return at once.
         """
@@ -66,7 +163,7 @@ class Driver(Protocol):
         ...
 
     def fail(self, reservation: Reservation, error: str) -> None:
-        """Move the job to the failed store with ``error``."""
+        """Move the job to the failed store (``failed``) with ``error``."""
         ...
 
     def extend(self, reservations: Sequence[Reservation], seconds: float) -> list[Reservation]:
@@ -77,43 +174,22 @@ class Driver(Protocol):
         """Make every job whose lease lapsed available again; return how many."""
         ...
 
-    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
-        """The newest failed jobs first."""
-        ...
-
-    def retry_failed(self, id_or_all: str) -> int:
-        """Put one failed job (or ``"all"``) back on its queue with its attempts reset.
-
-        Raises `NoFailedJob` for an id the store does not hold.
-        """
-        ...
-
-    def flush_failed(self) -> int:
-        """Delete every failed job; return how many."""
-        ...
-
-    def pending_count(self, queue: str) -> int:
-        """Jobs on ``queue`` not yet acknowledged or failed: waiting, delayed or reserved."""
-        ...
-
     def counts(self) -> list[QueueCounts]:
-        """Per-queue counts for every queue the store holds jobs on."""
+        """Per-queue counts for every queue the store holds jobs on (a queue's ``pending`` among them)."""
         ...
 
-    def failed_count(self) -> int:
-        """How many jobs the failed store holds."""
-        ...
+    def purge(self, queues: Sequence[str]) -> int:
+        """Delete the jobs waiting on ``queues`` (ready or delayed), never a reserved one; return how many.
 
-    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        """Take the unique-job lock ``key`` for ``ttl`` seconds unless someone holds it.
-
-        A driver with ``transactional_push`` takes it inside ``transaction`` (so a
-        rollback drops it); the others ignore ``transaction``.
+        What an operator reaches for in an incident (``jobbridge purge``): a
+        running job is left to finish or fail, since deleting it under its
+        worker would not stop it. A purged unique job's lock is released with
+        it where the store can, so the same job can be dispatched again at once.
+        A store that cannot tell waiting jobs from reserved ones purges what it
+        can tell apart and says so in its docstring, or raises `StoreRefused`
+        with the reason, even for an empty ``queues`` (so a caller learns it
+        before it asks anyone to confirm).
         """
-        ...
-
-    def release_lock(self, key: str, owner: str) -> None:
-        """Drop ``key`` if ``owner`` still holds it (never someone else's lock)."""
         ...
 
     def migrate(self) -> None:
@@ -122,6 +198,15 @@ class Driver(Protocol):
 
     def describe(self) -> str:
         """Where the jobs live, for `jobbridge status` and the worker's banner."""
+        ...
+
+    def check(self) -> None:
+        """Verify at a worker's start what the store must be for the guarantees to hold.
+
+        Redis's eviction policy, a server's packet size: whatever would lose or
+        refuse jobs later, warned about (or refused with `ConfigurationError`)
+        before the first job is reserved. A no-op where there is nothing to check.
+        """
         ...
 
     def close(self) -> None:

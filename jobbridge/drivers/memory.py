@@ -1,8 +1,8 @@
 """The memory driver: the reservation protocol inside this process.
 
 URL: ``memory://``. Storage: a heap of ready jobs per queue, a table of
-reservations, a failed list and a lock table, all guarded by one condition
-variable. Settings: ``reservation`` (seconds). Jobs are gone when the
+reservations, a failed store (`MemoryFailedStore`) and a lock table
+(`MemoryLocks`), all guarded by one condition variable. Settings: ``reservation`` (seconds). Jobs are gone when the
 process exits, and a worker in another process sees none of them: it is for
 tests and single-process development.
 """
@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
-from jobbridge.drivers.base import Capabilities
+from jobbridge.drivers.base import Capabilities, FailedFilter
+from jobbridge.drivers.memory_schedules import MemorySchedules
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
 from jobbridge.setting_schema import RESERVATION, DriverSchema
@@ -37,7 +38,6 @@ CAPABILITIES = Capabilities(
     per_message_release=True,
     priorities=True,
     transactional_push=False,
-    shared_locks=True,  # shared by everything that can see this queue: this process
     blocking_reserve=True,
 )
 
@@ -63,8 +63,9 @@ class MemoryDriver:
         self._rows: dict[str, _Row] = {}
         self._ready: dict[str, list[tuple[float, int, str, int]]] = {}
         self._seq = 0
-        self._failed: dict[str, FailedJob] = {}
-        self._locks: dict[str, tuple[str, float]] = {}
+        self.failed = MemoryFailedStore(self._cond, clock, self._put_back)
+        self.locks = MemoryLocks(self._cond, clock)
+        self.schedules = MemorySchedules(self)
 
     def _enqueue(self, row: _Row, available_at: float) -> None:
         # A heap entry is valid only while its version matches the row's, so a
@@ -86,7 +87,13 @@ class MemoryDriver:
                 self._enqueue(row, env.available_at)
             self._cond.notify_all()
 
-    def _take(self, queues: Sequence[str], limit: int) -> list[Reservation]:
+    def _put_back(self, env: Envelope, available_at: float) -> None:
+        """A retried failed job, stored again (the caller holds the condition and notifies)."""
+        row = _Row(env, available_at)
+        self._rows[env.id] = row
+        self._enqueue(row, available_at)
+
+    def _reserve_now(self, queues: Sequence[str], limit: int) -> list[Reservation]:
         now = self.clock.now()
         out: list[Reservation] = []
         for queue in queues:
@@ -106,10 +113,10 @@ class MemoryDriver:
 
     def reserve(self, queues: Sequence[str], limit: int, *, wait: float = 0.0) -> list[Reservation]:
         with self._cond:
-            out = self._take(queues, limit)
+            out = self._reserve_now(queues, limit)
             if not out and wait > 0:
                 self._cond.wait(wait)
-                out = self._take(queues, limit)
+                out = self._reserve_now(queues, limit)
             return out
 
     def _held(self, reservation: Reservation) -> _Row | None:
@@ -137,7 +144,7 @@ class MemoryDriver:
                 return
             del self._rows[reservation.id]
             env = reservation.envelope  # a stand-in, when the stored body did not decode
-            self._failed[env.id] = FailedJob(
+            self.failed.jobs[env.id] = FailedJob(
                 env.id, env.queue, env.name, env.attempts, error, self.clock.now(),
                 reservation.stored_body(),
             )
@@ -163,40 +170,6 @@ class MemoryDriver:
                 self._cond.notify_all()
             return len(lapsed)
 
-    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
-        with self._cond:
-            return sorted(self._failed.values(), key=lambda f: f.failed_at, reverse=True)[:limit]
-
-    def retry_failed(self, id_or_all: str) -> int:
-        with self._cond:
-            ids = list(self._failed) if id_or_all == "all" else [id_or_all]
-            if id_or_all != "all" and id_or_all not in self._failed:
-                raise NoFailedJob(f"there is no failed job with id {id_or_all}")
-            now = self.clock.now()
-            retried = 0
-            for job_id in ids:
-                try:
-                    env = Envelope.decode(self._failed[job_id].body)
-                except PayloadDecodeError:
-                    continue  # a body that never was a job: it would only be failed again
-                del self._failed[job_id]
-                row = _Row(env.replace(attempts=0, available_at=now, unique_key=None), now)
-                self._rows[env.id] = row
-                self._enqueue(row, now)
-                retried += 1
-            self._cond.notify_all()
-            return retried
-
-    def flush_failed(self) -> int:
-        with self._cond:
-            count = len(self._failed)
-            self._failed.clear()
-            return count
-
-    def pending_count(self, queue: str) -> int:
-        with self._cond:
-            return sum(1 for r in self._rows.values() if r.envelope.queue == queue)
-
     def counts(self) -> list[QueueCounts]:
         with self._cond:
             now = self.clock.now()
@@ -211,24 +184,16 @@ class MemoryDriver:
                     slot[0] += 1
             return [QueueCounts(q, *c) for q, c in sorted(tally.items())]
 
-    def failed_count(self) -> int:
+    def purge(self, queues: Sequence[str]) -> int:
+        """Drop the unreserved rows of ``queues`` (their heap entries go stale) and their unique locks."""
+        names = set(queues)
         with self._cond:
-            return len(self._failed)
-
-    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        with self._cond:
-            now = self.clock.now()
-            held = self._locks.get(key)
-            if held is not None and held[1] > now:
-                return False
-            self._locks[key] = (owner, now + ttl)
-            return True
-
-    def release_lock(self, key: str, owner: str) -> None:
-        with self._cond:
-            held = self._locks.get(key)
-            if held is not None and held[0] == owner:
-                del self._locks[key]
+            waiting = [job_id for job_id, row in self._rows.items()
+                       if row.token is None and row.envelope.queue in names]
+            for job_id in waiting:
+                del self._rows[job_id]
+            self.locks.release_owners(set(waiting))
+            return len(waiting)
 
     def migrate(self) -> None:
         """Nothing to create."""
@@ -236,8 +201,89 @@ class MemoryDriver:
     def describe(self) -> str:
         return "memory (this process only)"
 
+    def check(self) -> None:
+        """Nothing to check."""
+
     def close(self) -> None:
         """Nothing to release."""
+
+
+class MemoryFailedStore:
+    """Failed jobs by id, under the driver's condition; a retry stores the job again through ``put_back``."""
+
+    def __init__(self, cond: threading.Condition, clock: Clock,
+                 put_back: Callable[[Envelope, float], None]) -> None:
+        self._cond, self._clock, self._put_back = cond, clock, put_back
+        self.jobs: dict[str, FailedJob] = {}
+
+    def retry(self, id_or_all: str) -> int:
+        with self._cond:
+            ids = list(self.jobs) if id_or_all == "all" else [id_or_all]
+            if id_or_all != "all" and id_or_all not in self.jobs:
+                raise NoFailedJob(f"there is no failed job with id {id_or_all}")
+            now = self._clock.now()
+            retried = 0
+            for job_id in ids:
+                try:
+                    env = Envelope.decode(self.jobs[job_id].body)
+                except PayloadDecodeError:
+                    continue  # a body that never was a job: it would only be failed again
+                del self.jobs[job_id]
+                self._put_back(env.replace(attempts=0, available_at=now, unique_key=None), now)
+                retried += 1
+            self._cond.notify_all()
+            return retried
+
+    def flush(self) -> int:
+        with self._cond:
+            count = len(self.jobs)
+            self.jobs.clear()
+            return count
+
+    def count(self) -> int:
+        with self._cond:
+            return len(self.jobs)
+
+    def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
+        where = where or FailedFilter()
+        with self._cond:
+            found = [job for job in self.jobs.values() if where.matches(job)]
+        return sorted(found, key=lambda f: f.failed_at, reverse=True)[:limit]
+
+    def get(self, job_id: str) -> FailedJob | None:
+        with self._cond:
+            return self.jobs.get(job_id)
+
+
+class MemoryLocks:
+    """Locks by key, ``(owner, expires_at)``: shared by everything that can see this queue, this process."""
+
+    shared = True
+
+    def __init__(self, cond: threading.Condition, clock: Clock) -> None:
+        self._cond, self._clock = cond, clock
+        self._held: dict[str, tuple[str, float]] = {}
+
+    def acquire(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
+        with self._cond:
+            now = self._clock.now()
+            held = self._held.get(key)
+            if held is not None and held[1] > now:
+                return False
+            self._held[key] = (owner, now + ttl)
+            return True
+
+    def release(self, key: str, owner: str) -> None:
+        with self._cond:
+            held = self._held.get(key)
+            if held is not None and held[0] == owner:
+                del self._held[key]
+
+    def release_owners(self, owners: set[str]) -> None:
+        """Drop every lock held by one of ``owners`` (job ids): the jobs a purge deleted."""
+        with self._cond:
+            for key in [key for key, (owner, _) in self._held.items() if owner in owners]:
+                del self._held[key]
 
 
 def open(settings: Mapping[str, Any], resources: Resources) -> MemoryDriver:

@@ -26,6 +26,9 @@ number) is handed out with its reason, to be failed. An encoded envelope may
 be at most `MAX_BODY` bytes. The driver creates no queues: one that does not
 exist is an error naming it, at first use.
 
+SQS has no lock: ``driver.locks`` grants every lock and says it is not shared
+(``locks.shared`` is false), so the app dispatches unique jobs with a warning.
+
 Settings: `jobbridge.drivers.sqs_settings` declares them (``SCHEMA``: each key's
 type, bounds and default, and the keys refused with what to write instead).
 docs/sqs.md is the manual.
@@ -40,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Capabilities
+from jobbridge.drivers.granted_locks import GrantedLocks
 from jobbridge.drivers.sqs_client import (
     MAX_MESSAGE_BYTES,
     QueueUrls,
@@ -60,7 +64,7 @@ from jobbridge.drivers.sqs_client import (
 )
 from jobbridge.drivers.sqs_failed import FAILED_ROOM, FailedStore
 from jobbridge.drivers.sqs_settings import MAX_VISIBILITY, REFUSED, SETTINGS, SqsSettings, parse_settings
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, reservation_from_body, undecodable
+from jobbridge.envelope import Envelope, QueueCounts, Reservation, reservation_from_body, undecodable
 from jobbridge.errors import DriverError, PayloadDecodeError, PayloadTooLarge
 
 if TYPE_CHECKING:
@@ -72,6 +76,8 @@ __all__ = ["CAPABILITIES", "REFUSED", "SETTINGS", "SqsDriver", "SqsSettings", "o
 
 #: SQS's longest DelaySeconds
 MAX_DELAY = 900
+#: seconds a message received by a purge stays hidden if the purge dies before deleting it
+PURGE_HIDE = 30
 #: the attribute of a message sent early because its delay was longer than MAX_DELAY: seconds to wait
 #: from its send, on SQS's clock
 WAIT = "jb-wait"
@@ -90,7 +96,6 @@ CAPABILITIES = Capabilities(
     per_message_release=True,
     priorities=True,  # by the order of the queues a worker names
     transactional_push=False,
-    shared_locks=False,  # SQS has no lock: unique jobs are dispatched with a warning
     blocking_reserve=True,  # long polling (off when wait_time = 0)
     max_message_bytes=MAX_BODY,
 )
@@ -118,7 +123,9 @@ class SqsDriver:
         self.max_delay = MAX_DELAY
         self.client = connect(settings)
         self.queues = QueueUrls(self.client, settings)
-        self._failed = FailedStore(self.client, self.queues, clock)
+        self.failed = FailedStore(self.client, self.queues, clock)
+        # SQS has no lock: every lock is granted, and not shared, so the app warns at a unique dispatch
+        self.locks = GrantedLocks(shared=False)
         if settings.wait_time == 0:
             self.capabilities = dataclasses.replace(CAPABILITIES, blocking_reserve=False)
 
@@ -159,21 +166,26 @@ class SqsDriver:
         names = list(dict.fromkeys(queues))
         if limit <= 0 or not names:
             return []
-        got: list[Reservation] = []
-        for queue in names:
-            got += self._take(queue, limit - len(got), poll=0)
-            if len(got) >= limit:
-                return got
+        got = self._reserve_now(names, limit)
         if got or wait <= 0 or self.settings.wait_time == 0:
             return got
         share = min(self.settings.wait_time, max(1, int(wait / len(names))))
         for queue in names:
-            got = self._take(queue, limit, poll=share)
+            got = self._receive(queue, limit, poll=share)
             if got:
                 return got
         return []
 
-    def _take(self, queue: str, want: int, poll: int) -> list[Reservation]:
+    def _reserve_now(self, queues: list[str], limit: int) -> list[Reservation]:
+        """One short poll after another, in priority order, until ``limit`` are reserved or all are empty."""
+        got: list[Reservation] = []
+        for queue in queues:
+            got += self._receive(queue, limit - len(got), poll=0)
+            if len(got) >= limit:
+                break
+        return got
+
+    def _receive(self, queue: str, want: int, poll: int) -> list[Reservation]:
         """Receive from one queue until ``want`` are claimed or it answers empty."""
         url = self.queues.url(queue)
         out: list[Reservation] = []
@@ -249,7 +261,7 @@ class SqsDriver:
         """Send the stored body to ``<name>-failed`` with why, then delete the received one."""
         if not self._still_held(reservation):
             return
-        self._failed.add(reservation, error)
+        self.failed.add(reservation, error)
         delete(self.client, reservation.receipt.url, [reservation.receipt.handle])
 
     def _still_held(self, reservation: Reservation) -> bool:
@@ -280,43 +292,45 @@ class SqsDriver:
         """Nothing to do: SQS makes a message visible again by itself when its visibility lapses."""
         return 0
 
-    # -- failed store and counts --------------------------------------------------------------
-
-    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
-        return self._failed.newest(limit)
-
-    def retry_failed(self, id_or_all: str) -> int:
-        return self._failed.retry(id_or_all)
-
-    def flush_failed(self) -> int:
-        return self._failed.flush()
-
-    def failed_count(self) -> int:
-        return self._failed.count()
-
-    def pending_count(self, queue: str) -> int:
-        return sum(counts(self.client, self.queues.url(queue)))
+    # -- counts -------------------------------------------------------------------------------
 
     def counts(self) -> list[QueueCounts]:
         """Every jobbridge queue of this connection that exists (SQS's approximate numbers)."""
         listed = self.queues.listed()
         return [QueueCounts(queue, *counts(self.client, listed[queue])) for queue in sorted(listed)]
 
-    # -- locks (SQS has none) ---------------------------------------------------------------------
+    def purge(self, queues: Sequence[str]) -> int:
+        """Receive and delete what each queue shows now: its jobs available to a worker.
 
-    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        """Always granted: SQS holds no locks (``shared_locks`` is false, and the app warns)."""
-        return True
-
-    def release_lock(self, key: str, owner: str) -> None:
-        return None
+        SQS shows a message to one receiver at a time, so a message a worker holds is
+        never received here and never deleted (PurgeQueue would delete it too). A
+        delayed message (a delayed dispatch, or a release waiting out its backoff) is
+        not shown either: it stays, to be purged once due. Each received message is
+        hidden for `PURGE_HIDE` seconds, so one a failed purge leaves comes back.
+        """
+        total = 0
+        for queue in dict.fromkeys(queues):
+            url = self.queues.url(queue)
+            waited = False
+            while True:
+                batch = receive(self.client, url, 10, PURGE_HIDE)
+                if not batch and not waited and counts(self.client, url)[0]:
+                    waited = True  # a short poll samples SQS's servers and may answer empty
+                    batch = receive(self.client, url, 10, PURGE_HIDE, wait=1)
+                if not batch:
+                    break
+                total += delete(self.client, url, [m["ReceiptHandle"] for m in batch])
+        return total
 
     # -- lifecycle ------------------------------------------------------------------------------
 
     def migrate(self) -> None:
         """Create nothing; check that the default queue and the failed store exist, naming what is missing."""
-        self.pending_count("default")
-        self._failed.count()
+        counts(self.client, self.queues.url("default"))
+        self.failed.count()
+
+    def check(self) -> None:
+        """Nothing to check: the queues are checked when first used (`migrate` names a missing one)."""
 
     def describe(self) -> str:
         where = f", via {self.settings.endpoint}" if self.settings.endpoint else ""

@@ -23,10 +23,12 @@ reads at most SCAN_CAP messages (the newest of those come first).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from jobbridge.clock import Clock
+from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.sqs_client import (
     QueueUrls,
     attribute,
@@ -70,7 +72,7 @@ REDRIVEN = "moved to the failed store by SQS (a redrive policy on the queue), no
 
 
 class FailedStore:
-    """Add, list, count, retry and flush failed jobs on the ``<base>-failed`` queue."""
+    """Add, retry, flush, count and list failed jobs on the ``<base>-failed`` queue."""
 
     def __init__(self, client: SQSClient, queues: QueueUrls, clock: Clock) -> None:
         self.client, self.queues, self.clock = client, queues, clock
@@ -107,20 +109,6 @@ class FailedStore:
 
     def count(self) -> int:
         return sum(counts(self.client, self.queues.failed_url()))
-
-    def newest(self, limit: int) -> list[FailedJob]:
-        """The newest ``limit`` of the first SCAN_CAP (or ``limit``, if more) messages read."""
-        if limit <= 0:
-            return []
-        url = self.queues.failed_url()
-        seen: dict[str, MessageTypeDef] = {}
-        try:
-            for batch in self._scan(url, cap=max(limit, SCAN_CAP)):
-                seen.update((m.get("MessageId", m["ReceiptHandle"]), m) for m in batch)
-        finally:
-            self._show(url, list(seen.values()))
-        jobs = sorted((failed_job(m) for m in seen.values()), key=lambda job: job.failed_at, reverse=True)
-        return jobs[:limit]
 
     def retry(self, id_or_all: str) -> int:
         """Back on its queue, attempts reset; `NoFailedJob` for an id the store does not hold."""
@@ -180,6 +168,40 @@ class FailedStore:
     def _show(self, url: str, messages: list[MessageTypeDef]) -> None:
         if messages:
             change_visibility(self.client, url, [m["ReceiptHandle"] for m in messages], 0)
+
+    def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
+        """The newest ``limit`` that ``where`` matches of the first SCAN_CAP (or ``limit``, if more)
+        messages read: SQS has no query, so the filter is applied to each message read."""
+        if limit <= 0:
+            return []
+        where = where or FailedFilter()
+        jobs = [job for job in self._read(cap=max(limit, SCAN_CAP)) if where.matches(job)]
+        return sorted(jobs, key=lambda job: job.failed_at, reverse=True)[:limit]
+
+    def get(self, job_id: str) -> FailedJob | None:
+        """The failed job by id, looked for a batch at a time among the messages the failed store shows."""
+        url = self.queues.failed_url()
+        seen: builtins.list[MessageTypeDef] = []
+        try:
+            for batch in self._scan(url, cap=None):
+                seen += batch
+                found = next((job for job in map(failed_job, batch) if job.id == job_id), None)
+                if found is not None:
+                    return found
+        finally:
+            self._show(url, seen)
+        return None
+
+    def _read(self, cap: int | None) -> builtins.list[FailedJob]:
+        """Every message the scan reads (at most ``cap``), shown again at once afterwards."""
+        url = self.queues.failed_url()
+        seen: dict[str, MessageTypeDef] = {}
+        try:
+            for batch in self._scan(url, cap=cap):
+                seen.update((m.get("MessageId", m["ReceiptHandle"]), m) for m in batch)
+        finally:
+            self._show(url, list(seen.values()))
+        return [failed_job(m) for m in seen.values()]
 
 
 def _stored(reservation: Reservation) -> bytes:

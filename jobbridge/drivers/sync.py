@@ -13,7 +13,8 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobbridge.drivers.base import Capabilities
+from jobbridge.drivers.base import Capabilities, FailedFilter
+from jobbridge.drivers.granted_locks import GrantedLocks
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
 from jobbridge.errors import ConfigurationError
@@ -38,7 +39,6 @@ CAPABILITIES = Capabilities(
     per_message_release=False,
     priorities=False,
     transactional_push=False,
-    shared_locks=True,  # nothing is ever pending, so there is nothing a duplicate could pile onto
     blocking_reserve=False,
 )
 
@@ -52,6 +52,9 @@ class SyncDriver:
         self._run = run
         self._store = MemoryDriver()
         self._warned_delay = False
+        self.failed = SyncFailedStore(self._store, run)
+        # nothing is ever pending, so there is nothing a duplicate could pile onto: shared, in effect
+        self.locks = GrantedLocks(shared=True)
 
     def push(self, envelopes: Sequence[Envelope], *, transaction: object | None = None) -> None:
         for env in envelopes:
@@ -85,37 +88,12 @@ class SyncDriver:
     def reclaim_expired(self) -> int:
         return 0
 
-    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
-        return self._store.failed_jobs(limit)
-
-    def retry_failed(self, id_or_all: str) -> int:
-        count = self._store.retry_failed(id_or_all)
-        while got := self._store.reserve(self._queues(), 100):
-            self._store.acknowledge(got)
-            for res in got:
-                self._run(res.envelope.replace(attempts=0))
-        return count
-
-    def _queues(self) -> list[str]:
-        return [c.queue for c in self._store.counts()]
-
-    def flush_failed(self) -> int:
-        return self._store.flush_failed()
-
-    def pending_count(self, queue: str) -> int:
-        return 0
-
     def counts(self) -> list[QueueCounts]:
         return []
 
-    def failed_count(self) -> int:
-        return self._store.failed_count()
-
-    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        return True
-
-    def release_lock(self, key: str, owner: str) -> None:
-        """Nothing was locked."""
+    def purge(self, queues: Sequence[str]) -> int:
+        """Nothing waits: every job ran inside its dispatch."""
+        return 0
 
     def migrate(self) -> None:
         """Nothing to create."""
@@ -123,8 +101,38 @@ class SyncDriver:
     def describe(self) -> str:
         return "sync (jobs run inside dispatch)"
 
+    def check(self) -> None:
+        """Nothing to check."""
+
     def close(self) -> None:
         """Nothing to release."""
+
+
+class SyncFailedStore:
+    """The failed attempts of inline runs, kept in a memory store; a retry runs the jobs again at once."""
+
+    def __init__(self, store: MemoryDriver, run: Callable[[Envelope], None]) -> None:
+        self._store, self._run = store, run
+
+    def retry(self, id_or_all: str) -> int:
+        count = self._store.failed.retry(id_or_all)
+        while got := self._store.reserve([c.queue for c in self._store.counts()], 100):
+            self._store.acknowledge(got)
+            for res in got:
+                self._run(res.envelope.replace(attempts=0))
+        return count
+
+    def flush(self) -> int:
+        return self._store.failed.flush()
+
+    def count(self) -> int:
+        return self._store.failed.count()
+
+    def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
+        return self._store.failed.list(limit, where)
+
+    def get(self, job_id: str) -> FailedJob | None:
+        return self._store.failed.get(job_id)
 
 
 def open(settings: Mapping[str, Any], resources: Resources) -> SyncDriver:
@@ -134,4 +142,4 @@ def open(settings: Mapping[str, Any], resources: Resources) -> SyncDriver:
     return SyncDriver(resources.run_inline)
 
 
-__all__ = ["SyncDriver"]
+__all__ = ["SyncDriver", "SyncFailedStore"]

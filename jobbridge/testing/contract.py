@@ -1,10 +1,26 @@
-"""The driver contract: one suite every driver must pass against its real store.
+"""The driver contract: what a driver must do against its real store, as three suites it opts into.
 
-Use it from a test module by subclassing `DriverContract` and providing two
-fixtures: ``clock`` (a `FixedClock`) and ``driver`` (an empty driver built on
-that clock, with ``reservation`` = `DriverContract.RESERVATION`). A driver
-that can hand out a body it cannot decode also defines ``inject_undecodable``.
-No test sleeps: leases and delays are crossed by advancing the clock.
+The port has three parts (`jobbridge.drivers.base`), and so has the contract:
+
+- `DriverContract`, required: the reservation protocol (push, reserve,
+  acknowledge, release, fail, extend, reclaim_expired, counts), which the
+  worker runs on, and ``purge`` (``jobbridge purge``);
+- `FailedStoreContract`, required: ``driver.failed``, where `fail` moves a job
+  and from which an operator lists (filtered), reads, retries and flushes (the
+  CLI's ``failed``, ``failed show``, ``retry`` and ``flush``);
+- `LockStoreContract`, optional: ``driver.locks`` for unique jobs, for a driver
+  whose locks are shared by every process (``locks.shared``). A driver with no
+  lock to give says ``shared = False`` instead, and the app dispatches unique
+  jobs with a warning; it does not run this suite.
+
+Use them from a test module by subclassing those that apply (``class
+TestMyDriver(DriverContract, FailedStoreContract, LockStoreContract)``) and
+providing two fixtures: ``clock`` (a `FixedClock`) and ``driver`` (an empty
+driver built on that clock, with ``reservation`` = `DriverContract.RESERVATION`).
+A driver that can hand out a body it cannot decode also defines
+``inject_undecodable``; one whose store cannot purge sets ``purge_refused``, one
+that cannot see delayed jobs to purge them ``purges_delayed = False``. No test
+sleeps: leases and delays are crossed by advancing the clock.
 """
 
 from __future__ import annotations
@@ -15,9 +31,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from jobbridge.drivers.base import Capabilities, Driver
+from jobbridge.drivers.base import Capabilities, Driver, FailedFilter, FailedStore, LockStore
 from jobbridge.envelope import Envelope, Reservation, new_id
-from jobbridge.errors import NoFailedJob
+from jobbridge.errors import NoFailedJob, StoreRefused
 from jobbridge.testing.clock import FixedClock
 
 
@@ -32,13 +48,20 @@ def make_envelope(clock: FixedClock, queue: str = "default", delay: float = 0.0,
     return Envelope(**values)
 
 
-class DriverContract:
-    """The reservation protocol, the failed store and the unique locks, as tests."""
+def pending(driver: Driver, queue: str) -> int:
+    """Jobs on ``queue`` not yet acknowledged or failed (waiting, delayed or reserved), read off `Driver.counts`."""
+    return sum(c.pending for c in driver.counts() if c.queue == queue)
+
+
+class ContractHelpers:
+    """What every suite shares: the lease length its drivers are built with, and how to push and reserve."""
 
     RESERVATION: ClassVar[float] = 60.0
-    #: whether jobs on one queue come out in the order they became available
-    ordered: ClassVar[bool] = True
     inject_undecodable: ClassVar[Callable[..., None] | None] = None
+    #: a driver whose store cannot tell waiting jobs from reserved ones at all refuses `Driver.purge`
+    purge_refused: ClassVar[bool] = False
+    #: whether `Driver.purge` deletes delayed jobs too (SQS cannot see a delayed message to delete it)
+    purges_delayed: ClassVar[bool] = True
 
     def push(self, driver: Driver, clock: FixedClock, n: int = 1, **kw: Any) -> list[Envelope]:
         kw.setdefault("payload", None)
@@ -50,6 +73,13 @@ class DriverContract:
         got = driver.reserve(list(queues), 1)
         assert len(got) == 1, f"expected one reservation, got {len(got)}"
         return got[0]
+
+
+class DriverContract(ContractHelpers):
+    """The reservation protocol, required of every driver: what the worker relies on."""
+
+    #: whether jobs on one queue come out in the order they became available
+    ordered: ClassVar[bool] = True
 
     def test_declares_capabilities(self, driver: Driver) -> None:
         assert isinstance(driver.capabilities, Capabilities)
@@ -68,13 +98,13 @@ class DriverContract:
         self.push(driver, clock)
         self.reserve_one(driver)
         assert driver.reserve(["default"], 10) == []
-        assert driver.pending_count("default") == 1
+        assert pending(driver, "default") == 1
 
     def test_acknowledge_removes_the_job_for_good(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock, n=3)
         got = driver.reserve(["default"], 3)
         driver.acknowledge(got)
-        assert driver.pending_count("default") == 0
+        assert pending(driver, "default") == 0
         clock.advance(self.RESERVATION * 3)
         assert driver.reclaim_expired() == 0
         assert driver.reserve(["default"], 10) == []
@@ -98,7 +128,7 @@ class DriverContract:
     def test_reserve_takes_only_the_queues_named(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock, queue="other")
         assert driver.reserve(["default"], 5) == []
-        assert driver.pending_count("other") == 1 and driver.pending_count("default") == 0
+        assert pending(driver, "other") == 1 and pending(driver, "default") == 0
 
     def test_reserve_respects_the_limit(self, driver: Driver, clock: FixedClock) -> None:
         envs = self.push(driver, clock, n=5)
@@ -120,7 +150,7 @@ class DriverContract:
         self.push(driver, clock)
         driver.release(self.reserve_one(driver), 10)
         assert driver.reserve(["default"], 1) == []
-        assert driver.pending_count("default") == 1
+        assert pending(driver, "default") == 1
         clock.advance(11)
         again = self.reserve_one(driver)
         assert again.attempt == 2
@@ -129,42 +159,6 @@ class DriverContract:
         self.push(driver, clock)
         driver.release(self.reserve_one(driver), 0)
         assert self.reserve_one(driver).attempt == 2
-
-    def test_fail_moves_the_job_to_the_failed_store(self, driver: Driver, clock: FixedClock) -> None:
-        (env,) = self.push(driver, clock)
-        driver.fail(self.reserve_one(driver), "boom: it broke")
-        assert driver.pending_count("default") == 0
-        assert driver.failed_count() == 1
-        (failed,) = driver.failed_jobs(10)
-        assert (failed.id, failed.queue, failed.name) == (env.id, "default", env.name)
-        assert failed.attempts == 1 and failed.error == "boom: it broke"
-        assert Envelope.decode(failed.body).id == env.id
-        clock.advance(self.RESERVATION * 2)
-        driver.reclaim_expired()
-        assert driver.reserve(["default"], 1) == []
-
-    def test_retry_failed_puts_it_back_with_attempts_reset(self, driver: Driver, clock: FixedClock) -> None:
-        (env,) = self.push(driver, clock)
-        driver.fail(self.reserve_one(driver), "x")
-        assert driver.retry_failed(env.id) == 1
-        assert driver.failed_count() == 0
-        again = self.reserve_one(driver)
-        assert again.id == env.id and again.attempt == 1
-
-    def test_retry_all_and_flush(self, driver: Driver, clock: FixedClock) -> None:
-        self.push(driver, clock, n=3)
-        for res in driver.reserve(["default"], 3):
-            driver.fail(res, "x")
-        assert driver.retry_failed("all") == 3
-        for res in driver.reserve(["default"], 3):
-            driver.fail(res, "y")
-        assert driver.failed_count() == 3
-        assert driver.flush_failed() == 3
-        assert driver.failed_jobs(10) == []
-
-    def test_retry_of_an_unknown_id_names_it(self, driver: Driver) -> None:
-        with pytest.raises(NoFailedJob, match="no-such-id"):
-            driver.retry_failed("no-such-id")
 
     def test_extend_keeps_a_running_job_reserved(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock)
@@ -177,7 +171,7 @@ class DriverContract:
             assert driver.reclaim_expired() == 0
             assert driver.reserve(["default"], 1) == []
         driver.acknowledge([kept[0]])
-        assert driver.pending_count("default") == 0
+        assert pending(driver, "default") == 0
 
     def test_a_lapsed_reservation_is_reclaimed_as_a_new_attempt(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock)
@@ -189,7 +183,7 @@ class DriverContract:
         # the worker that lost the lease cannot take it back by heartbeat
         assert driver.extend([stale], self.RESERVATION) == []
         driver.acknowledge([fresh])
-        assert driver.pending_count("default") == 0
+        assert pending(driver, "default") == 0
 
     def test_a_stale_reservation_settles_nothing(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock, n=3)
@@ -202,12 +196,12 @@ class DriverContract:
         driver.acknowledge([stale[0]])
         driver.release(stale[1], 0)
         driver.fail(stale[2], "late")
-        assert driver.pending_count("default") == 3
-        assert driver.failed_count() == 0
+        assert pending(driver, "default") == 3
+        assert driver.failed.count() == 0
         assert driver.reserve(["default"], 3) == []
         assert {r.id for r in driver.extend(list(fresh.values()), self.RESERVATION)} == set(fresh)
         driver.acknowledge(list(fresh.values()))
-        assert driver.pending_count("default") == 0
+        assert pending(driver, "default") == 0
 
     def test_a_blocking_reserve_wakes_on_a_push(self, driver: Driver, clock: FixedClock) -> None:
         if not driver.capabilities.blocking_reserve:
@@ -234,11 +228,29 @@ class DriverContract:
         self.reserve_one(driver)
         counts = {c.queue: c for c in driver.counts()}["default"]
         assert (counts.ready, counts.delayed, counts.reserved) == (1, 1, 1)
-        assert driver.pending_count("default") == 3
+        assert pending(driver, "default") == 3
+
+    def test_purge_deletes_the_waiting_jobs_and_never_a_reserved_one(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, n=3, queue="low")
+        self.push(driver, clock, n=1, queue="low", delay=100)
+        self.push(driver, clock, n=2, queue="other")
+        running = self.reserve_one(driver, ("low",))
+        if self.purge_refused:
+            with pytest.raises(StoreRefused, match="cannot purge"):
+                driver.purge(["low"])
+            assert pending(driver, "low") == 4
+            return
+        assert driver.purge(["low"]) == (3 if self.purges_delayed else 2)
+        assert pending(driver, "low") == (1 if self.purges_delayed else 2)
+        assert pending(driver, "other") == 2
+        assert [r.id for r in driver.extend([running], self.RESERVATION)] == [running.id]
+        driver.acknowledge([running])
+        assert driver.reserve(["low"], 10) == []
+        assert driver.purge(["high"]) == 0
 
     def test_push_many_in_one_call(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock, n=500)
-        assert driver.pending_count("default") == 500
+        assert pending(driver, "default") == 500
         seen: set[str] = set()
         while got := driver.reserve(["default"], 100):
             seen.update(r.id for r in got)
@@ -262,16 +274,76 @@ class DriverContract:
             t.join()
         assert sorted(taken) == sorted(e.id for e in envs)
 
-    def test_unique_lock_is_held_until_released_or_expired(self, driver: Driver, clock: FixedClock) -> None:
-        assert driver.acquire_lock("job:invoice:7", "a", 100)
-        assert not driver.acquire_lock("job:invoice:7", "b", 100)
-        assert driver.acquire_lock("job:user:7", "b", 100)
-        driver.release_lock("job:invoice:7", "b")  # not b's lock: stays
-        assert not driver.acquire_lock("job:invoice:7", "c", 100)
-        driver.release_lock("job:invoice:7", "a")
-        assert driver.acquire_lock("job:invoice:7", "c", 100)
-        clock.advance(101)
-        assert driver.acquire_lock("job:invoice:7", "d", 100)
+
+class FailedStoreContract(ContractHelpers):
+    """``driver.failed``, required of every driver: where `fail` keeps a job, and what an operator does there."""
+
+    def test_has_a_failed_store(self, driver: Driver) -> None:
+        assert isinstance(driver.failed, FailedStore)
+
+    def test_fail_moves_the_job_to_the_failed_store(self, driver: Driver, clock: FixedClock) -> None:
+        (env,) = self.push(driver, clock)
+        driver.fail(self.reserve_one(driver), "boom: it broke")
+        assert pending(driver, "default") == 0
+        assert driver.failed.count() == 1
+        (failed,) = driver.failed.list(10)
+        assert (failed.id, failed.queue, failed.name) == (env.id, "default", env.name)
+        assert failed.attempts == 1 and failed.error == "boom: it broke"
+        assert Envelope.decode(failed.body).id == env.id
+        clock.advance(self.RESERVATION * 2)
+        driver.reclaim_expired()
+        assert driver.reserve(["default"], 1) == []
+
+    def test_retry_failed_puts_it_back_with_attempts_reset(self, driver: Driver, clock: FixedClock) -> None:
+        (env,) = self.push(driver, clock)
+        driver.fail(self.reserve_one(driver), "x")
+        assert driver.failed.retry(env.id) == 1
+        assert driver.failed.count() == 0
+        again = self.reserve_one(driver)
+        assert again.id == env.id and again.attempt == 1
+
+    def test_retry_all_and_flush(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock, n=3)
+        for res in driver.reserve(["default"], 3):
+            driver.fail(res, "x")
+        assert driver.failed.retry("all") == 3
+        for res in driver.reserve(["default"], 3):
+            driver.fail(res, "y")
+        assert driver.failed.count() == 3
+        assert driver.failed.flush() == 3
+        assert driver.failed.list(10) == []
+
+    def test_get_reads_one_failed_job_whole(self, driver: Driver, clock: FixedClock) -> None:
+        (env,) = self.push(driver, clock, queue="other")
+        error = "ValueError: no such invoice\nTraceback (most recent call last):\n  File ...\nValueError: 7"
+        driver.fail(self.reserve_one(driver, ("other",)), error)
+        found = driver.failed.get(env.id)
+        assert found is not None and (found.id, found.queue, found.error) == (env.id, "other", error)
+        assert Envelope.decode(found.body).id == env.id
+        assert driver.failed.get("no-such-id") is None
+
+    def test_list_filters_by_queue_name_and_time(self, driver: Driver, clock: FixedClock) -> None:
+        first = self.push(driver, clock, queue="high", name="mail.send") + self.push(driver, clock, queue="low")
+        for res in driver.reserve(["high", "low"], 2):
+            driver.fail(res, "x")
+        clock.advance(100)
+        since = clock.now()
+        (late,) = self.push(driver, clock, queue="high")
+        driver.fail(self.reserve_one(driver, ("high",)), "y")
+
+        def ids(**where: Any) -> set[str]:
+            return {job.id for job in driver.failed.list(10, FailedFilter(**where))}
+
+        assert ids(queue="high") == {first[0].id, late.id}
+        assert ids(name="mail.send") == {first[0].id}
+        assert ids(since=since) == {late.id}
+        assert ids(queue="low", since=since) == set()
+        assert ids() == {first[0].id, first[1].id, late.id}
+        assert [job.id for job in driver.failed.list(1, FailedFilter(queue="high"))] == [late.id]
+
+    def test_retry_of_an_unknown_id_names_it(self, driver: Driver) -> None:
+        with pytest.raises(NoFailedJob, match="no-such-id"):
+            driver.failed.retry("no-such-id")
 
     def test_an_undecodable_body_is_handed_out_to_be_failed(self, driver: Driver, clock: FixedClock) -> None:
         inject = type(self).inject_undecodable
@@ -281,5 +353,34 @@ class DriverContract:
         res = self.reserve_one(driver)
         assert res.decode_error
         driver.fail(res, res.decode_error)
-        (failed,) = driver.failed_jobs(1)
+        (failed,) = driver.failed.list(1)
         assert failed.body == b"\x00not json" and failed.error == res.decode_error
+
+
+class LockStoreContract(ContractHelpers):
+    """``driver.locks`` shared by every process, optional: one holder per unique key until released or expired."""
+
+    def test_has_a_shared_lock_store(self, driver: Driver) -> None:
+        assert isinstance(driver.locks, LockStore)
+        assert driver.locks.shared, "a driver whose locks are not shared does not run this suite"
+
+    def test_unique_lock_is_held_until_released_or_expired(self, driver: Driver, clock: FixedClock) -> None:
+        assert driver.locks.acquire("job:invoice:7", "a", 100)
+        assert not driver.locks.acquire("job:invoice:7", "b", 100)
+        assert driver.locks.acquire("job:user:7", "b", 100)
+        driver.locks.release("job:invoice:7", "b")  # not b's lock: stays
+        assert not driver.locks.acquire("job:invoice:7", "c", 100)
+        driver.locks.release("job:invoice:7", "a")
+        assert driver.locks.acquire("job:invoice:7", "c", 100)
+        clock.advance(101)
+        assert driver.locks.acquire("job:invoice:7", "d", 100)
+
+    def test_a_purged_unique_job_leaves_no_lock_behind(self, driver: Driver, clock: FixedClock) -> None:
+        if self.purge_refused:
+            pytest.skip("this driver refuses purge")
+        (env,) = self.push(driver, clock, queue="low", unique_key="job:report:1", unique_for=3600.0)
+        assert driver.locks.acquire("job:report:1", env.id, 3600)
+        assert driver.locks.acquire("job:report:2", "someone-else", 3600)
+        assert driver.purge(["low"]) == 1
+        assert driver.locks.acquire("job:report:1", "the-next-dispatch", 3600)
+        assert not driver.locks.acquire("job:report:2", "a-third", 3600)  # another job's lock stays

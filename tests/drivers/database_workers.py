@@ -26,6 +26,6 @@ def race_for_lock(url: str, key: str, owner: str, start: Any, out: Any) -> None:
     driver = DatabaseDriver(url)
     start.wait()
     try:
-        out.put((owner, driver.acquire_lock(key, owner, 60)))
+        out.put((owner, driver.locks.acquire(key, owner, 60)))
     finally:
         driver.close()

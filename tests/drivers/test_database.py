@@ -25,7 +25,7 @@ from jobbridge.drivers.database.schema import SCHEMA_VERSION, jobs, schema_versi
 from jobbridge.envelope import Envelope, new_id
 from jobbridge.errors import ConfigurationError, DriverError, DriverUnavailable
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import DriverContract, make_envelope
+from jobbridge.testing.contract import DriverContract, FailedStoreContract, LockStoreContract, make_envelope, pending
 from tests.drivers import database_workers
 from tests.drivers.database_servers import DIALECTS, fresh_database, fresh_postgres, terminate_connections
 
@@ -49,8 +49,8 @@ def driver(database_url: str, clock: FixedClock) -> Iterator[DatabaseDriver]:
     driver.close()
 
 
-class TestDatabaseContract(DriverContract):
-    """The shared contract, once per dialect (the ``driver`` fixture above is parametrised)."""
+class TestDatabaseContract(DriverContract, FailedStoreContract, LockStoreContract):
+    """The shared contract, all three suites, once per dialect (the ``driver`` fixture above is parametrised)."""
 
     def inject_undecodable(self, driver: DatabaseDriver, queue: str, body: bytes) -> None:
         now = driver.clock.now()
@@ -68,11 +68,11 @@ def test_a_stale_receipt_touches_nothing(driver: DatabaseDriver, clock: FixedClo
     driver.acknowledge([stale])
     driver.release(stale, 0)
     driver.fail(stale, "too late")
-    assert driver.failed_count() == 0
+    assert driver.failed.count() == 0
     assert driver.reserve(["default"], 1) == []
     assert driver.extend([stale, fresh], 30) == [dataclasses.replace(fresh, lease_until=clock.now() + 30)]
     driver.acknowledge([fresh])
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_acknowledge_mixes_batches_from_several_reserves(driver: DatabaseDriver, clock: FixedClock) -> None:
@@ -81,7 +81,7 @@ def test_acknowledge_mixes_batches_from_several_reserves(driver: DatabaseDriver,
     second = driver.reserve(["default"], 2)
     assert first[0].receipt[1] != second[0].receipt[1]
     driver.acknowledge(first + second)
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_attempts_column_is_authoritative(driver: DatabaseDriver, clock: FixedClock) -> None:
@@ -89,9 +89,9 @@ def test_attempts_column_is_authoritative(driver: DatabaseDriver, clock: FixedCl
     (res,) = driver.reserve(["default"], 1)
     assert res.attempt == 3
     driver.fail(res, "x")
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.attempts == 3
-    driver.retry_failed(failed.id)
+    driver.failed.retry(failed.id)
     assert driver.reserve(["default"], 1)[0].attempt == 1
 
 
@@ -100,7 +100,7 @@ def test_retry_keeps_an_undecodable_body_as_it_was(driver: DatabaseDriver, clock
     (res,) = driver.reserve(["default"], 1)
     assert res.decode_error and res.envelope.queue == "default"
     driver.fail(res, res.decode_error)
-    assert driver.retry_failed("all") == 1
+    assert driver.failed.retry("all") == 1
     (again,) = driver.reserve(["default"], 1)
     assert again.body == b"{broken" and again.id == res.id
 
@@ -111,8 +111,8 @@ def test_retry_all_moves_more_than_one_batch(driver: DatabaseDriver, clock: Fixe
     driver.push([make_envelope(clock) for _ in range(7)])
     for res in driver.reserve(["default"], 7):
         driver.fail(res, "x")
-    assert driver.retry_failed("all") == 7
-    assert driver.failed_count() == 0 and driver.pending_count("default") == 7
+    assert driver.failed.retry("all") == 7
+    assert driver.failed.count() == 0 and pending(driver, "default") == 7
 
 
 # -- transactional push ------------------------------------------------------
@@ -122,7 +122,7 @@ def test_push_joins_a_connection_that_commits(driver: DatabaseDriver, clock: Fix
     engine = create_engine(driver.url)
     with engine.connect() as conn:
         driver.push([make_envelope(clock)], transaction=conn)
-        assert driver.pending_count("default") == 0, "visible before the caller committed"
+        assert pending(driver, "default") == 0, "visible before the caller committed"
         conn.commit()
     engine.dispose()
     assert len(driver.reserve(["default"], 5)) == 1
@@ -134,7 +134,7 @@ def test_push_joins_a_connection_that_rolls_back(driver: DatabaseDriver, clock: 
         driver.push([make_envelope(clock) for _ in range(3)], transaction=conn)
         conn.rollback()
     engine.dispose()
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 @pytest.mark.parametrize("outcome", ["commit", "rollback"])
@@ -142,10 +142,10 @@ def test_push_joins_a_session(driver: DatabaseDriver, clock: FixedClock, outcome
     engine = create_engine(driver.url)
     with Session(engine) as session:
         driver.push([make_envelope(clock)], transaction=session)
-        assert driver.pending_count("default") == 0
+        assert pending(driver, "default") == 0
         getattr(session, outcome)()
     engine.dispose()
-    assert driver.pending_count("default") == (1 if outcome == "commit" else 0)
+    assert pending(driver, "default") == (1 if outcome == "commit" else 0)
 
 
 def test_push_refuses_what_is_not_a_transaction(driver: DatabaseDriver, clock: FixedClock) -> None:
@@ -202,7 +202,7 @@ def test_processes_reserving_together_never_share_a_job(database_url: str) -> No
     ids = [job_id for seen in handed for job_id in seen]
     assert len(ids) == len(set(ids)), "a job was handed out twice"
     assert set(ids) == {e.id for e in envs}
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
     driver.close()
 
 
@@ -212,7 +212,7 @@ def test_processes_racing_for_a_lock_leave_one_winner(database_url: str, expired
     driver = DatabaseDriver(database_url, clock=FixedClock(time.time() - 1000))
     driver.migrate()
     if expired_row:
-        assert driver.acquire_lock("race", "long-gone", 1)
+        assert driver.locks.acquire("race", "long-gone", 1)
     results = _spawn(database_workers.race_for_lock, lambda i: (database_url, "race", f"p{i}"), 4)
     winners = [owner for owner, won in results if won]
     assert len(winners) == 1, f"winners: {winners}"
@@ -307,9 +307,9 @@ def test_a_dropped_connection_is_replaced(server_url: str, clock: FixedClock) ->
     driver.push([make_envelope(clock)])
     assert terminate_connections(server_url) >= 1
     try:
-        assert driver.pending_count("default") == 1  # pre-ping found the dead connection and replaced it
+        assert pending(driver, "default") == 1  # pre-ping found the dead connection and replaced it
     except DriverUnavailable:
-        assert driver.pending_count("default") == 1  # or it said so, and the next call works
+        assert pending(driver, "default") == 1  # or it said so, and the next call works
     assert len(driver.reserve(["default"], 1)) == 1
     driver.close()
 
@@ -321,7 +321,7 @@ def test_a_dropped_connection_is_replaced(server_url: str, clock: FixedClock) ->
 def test_a_server_that_is_not_there_is_unavailable(url: str) -> None:
     driver = DatabaseDriver(url)
     with pytest.raises(DriverUnavailable) as caught:
-        driver.pending_count("default")
+        pending(driver, "default")
     assert caught.value.__cause__ is not None
     with pytest.raises(DriverUnavailable):
         open({"url": url}, Resources())
@@ -342,10 +342,10 @@ def test_migrate_twice_is_harmless_and_records_the_version(driver: DatabaseDrive
     driver.push([make_envelope(clock)])
     driver.migrate()
     driver.migrate()
-    assert recorded_version(driver.engine) == SCHEMA_VERSION == 1
+    assert recorded_version(driver.engine) == SCHEMA_VERSION == 3
     with driver.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(schema_versions)).scalar_one() == 1
-    assert driver.pending_count("default") == 1
+    assert pending(driver, "default") == 1
 
 
 def test_a_newer_schema_is_refused(driver: DatabaseDriver) -> None:
@@ -357,7 +357,7 @@ def test_a_newer_schema_is_refused(driver: DatabaseDriver) -> None:
 
 def test_metadata_names_the_fixed_tables() -> None:
     assert set(metadata.tables) == {"jobbridge_jobs", "jobbridge_failed_jobs", "jobbridge_locks",
-                                    "jobbridge_schema"}
+                                    "jobbridge_schedules", "jobbridge_schema"}
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
@@ -373,7 +373,7 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
 
 def test_the_module_follows_the_driver_convention(tmp_path: Path) -> None:
     module = load("database")
-    assert module.SETTINGS == SETTINGS == {"url", "reservation"}
+    assert module.SETTINGS == SETTINGS == {"url", "reservation", "connect_timeout", "statement_timeout"}
     for key, (why, instead, _) in REFUSED.items():
         assert key not in SETTINGS and why and instead
     assert {"table", "retry_after", "after_commit", "connection"} <= set(REFUSED)

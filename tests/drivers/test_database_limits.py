@@ -28,7 +28,7 @@ from jobbridge.drivers.database.server_clock import SERVER_TIME
 from jobbridge.envelope import new_id
 from jobbridge.errors import DriverUnavailable, PayloadTooLarge, StoreRefused
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import make_envelope
+from jobbridge.testing.contract import make_envelope, pending
 from tests.drivers.database_servers import DIALECTS, fresh_database
 
 
@@ -81,7 +81,7 @@ def test_an_attempt_count_out_of_range_is_failed_and_the_queue_moves(driver: Dat
     with driver.engine.connect() as conn:
         stored = conn.execute(select(failed_jobs.c.attempts, failed_jobs.c.body)).one()
     assert stored.body == env.replace(id=orjson.loads(stored.body)["id"]).encode(), "the body as it was stored"
-    assert driver.failed_count() == 1
+    assert driver.failed.count() == 1
 
 
 def test_a_body_of_any_type_sqlite_holds_is_handed_out(tmp_path: Path, clock: FixedClock) -> None:
@@ -95,7 +95,7 @@ def test_a_body_of_any_type_sqlite_holds_is_handed_out(tmp_path: Path, clock: Fi
     reason = got[as_int].decode_error
     assert reason is not None and "int" in reason
     driver.fail(got[as_int], reason)
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.body == b"42", "the failed store keeps bytes, whatever the column held"
     driver.close()
 
@@ -108,7 +108,7 @@ def test_a_failure_too_long_for_the_failed_store_is_cut_to_fit(driver: DatabaseD
     (res,) = driver.reserve(["default"], 1)
     long = dataclasses.replace(res, envelope=res.envelope.replace(name="n" * 300, queue="q" * 300))
     driver.fail(long, "first line\x00\n" + "e" * (ERROR_CHARS * 3))
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert len(failed.name) == NAME_WIDTH and failed.name.endswith(CUT)
     assert len(failed.queue) == NAME_WIDTH and failed.queue.startswith("q")
     assert len(failed.error) <= ERROR_CHARS and failed.error.startswith("first line\ufffd")
@@ -118,19 +118,19 @@ def test_a_failure_too_long_for_the_failed_store_is_cut_to_fit(driver: DatabaseD
 
 def test_a_unique_key_longer_than_the_column_still_locks(driver: DatabaseDriver) -> None:
     key, other = "k" * 400, "k" * 399 + "j"
-    assert driver.acquire_lock(key, "a", 60)
-    assert not driver.acquire_lock(key, "b", 60), "one holder"
-    assert driver.acquire_lock(other, "b", 60), "two long keys with one start are two locks"
-    driver.release_lock(key, "a")
-    assert driver.acquire_lock(key, "c", 60)
+    assert driver.locks.acquire(key, "a", 60)
+    assert not driver.locks.acquire(key, "b", 60), "one holder"
+    assert driver.locks.acquire(other, "b", 60), "two long keys with one start are two locks"
+    driver.locks.release(key, "a")
+    assert driver.locks.acquire(key, "c", 60)
     with driver.engine.connect() as conn:
         assert max(len(k) for k in conn.execute(select(locks.c.key)).scalars()) <= NAME_WIDTH
 
 
 def test_a_unique_key_that_is_not_a_string_is_refused_not_raised_raw(driver: DatabaseDriver) -> None:
     with pytest.raises(StoreRefused, match="unique key must be a string"):
-        driver.acquire_lock({"k": [1]}, "a", 60)  # type: ignore[arg-type]
-    driver.release_lock({"k": [1]}, "a")  # type: ignore[arg-type]  # nothing is held under it: nothing to do
+        driver.locks.acquire({"k": [1]}, "a", 60)  # type: ignore[arg-type]
+    driver.locks.release({"k": [1]}, "a")  # type: ignore[arg-type]  # nothing is held under it: nothing to do
 
 
 # -- refusals are permanent ------------------------------------------------------------------
@@ -182,7 +182,7 @@ def test_each_dialect_declares_a_size_limit_and_refuses_more(driver: DatabaseDri
     driver.push([fits])
     with pytest.raises(PayloadTooLarge, match=f"at most {len(fits.encode())}"):
         driver.push([make_envelope(clock, payload={"blob": "x" * 1001})])
-    assert driver.pending_count("default") == 1
+    assert pending(driver, "default") == 1
 
 
 def test_the_mariadb_limit_fits_the_server_packet() -> None:

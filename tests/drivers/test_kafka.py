@@ -33,7 +33,7 @@ from jobbridge.drivers.kafka.client import Admin
 from jobbridge.drivers.kafka.messages import decode
 from jobbridge.drivers.kafka.redis_store import RedisLeaseStore
 from jobbridge.drivers.kafka.sql_store import SqlLeaseStore
-from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, Held, LeaseStore, Spot
+from jobbridge.drivers.kafka.store import Delayed, Held, LeaseStore, Reserved, Reserving, Spot
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.drivers.redis import RedisDriver
 from jobbridge.drivers.redis.settings import parse_settings as redis_settings
@@ -49,7 +49,7 @@ from jobbridge.errors import (
 )
 from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import DriverContract, make_envelope
+from jobbridge.testing.contract import DriverContract, FailedStoreContract, LockStoreContract, make_envelope, pending
 from jobbridge.worker import Worker, WorkerOptions
 from tests.drivers.database_servers import DIALECTS, fresh_database
 from tests.services import ensure_kafka, ensure_redis, faketime_env
@@ -120,8 +120,11 @@ def produce_raw(driver: KafkaDriver, queue: str, body: bytes, key: str | None = 
     assert producer.flush(10) == 0
 
 
-class TestKafkaContract(DriverContract):
-    """The shared contract, on Tansu, with Redis as the lock store."""
+class TestKafkaContract(DriverContract, FailedStoreContract, LockStoreContract):
+    """The shared contract, all three suites, on Tansu, with Redis as the lock store."""
+
+    #: Kafka cannot delete a topic's waiting records and keep the reserved ones (KafkaDriver.purge)
+    purge_refused = True
 
     @pytest.fixture
     def driver(self, brokers: str, redis_lock_store: RedisDriver, clock: FixedClock,
@@ -156,31 +159,31 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, clock: FixedClock) -> 
     lock.close()
 
 
-def lease(spot: Spot, token: str = "", at: float = 100.0, queue: str = "q") -> Claim:
-    return Claim(spot, queue, token or new_id(), at, new_id(), b"body:" + spot.key.encode())
+def lease(spot: Spot, token: str = "", at: float = 100.0, queue: str = "q") -> Reserving:
+    return Reserving(spot, queue, token or new_id(), at, new_id(), b"body:" + spot.key.encode())
 
 
 class TestLeaseStore:
     """What the driver relies on the lock store for, on SQLite and on Redis."""
 
-    def test_a_spot_is_claimed_once(self, store: LeaseStore) -> None:
+    def test_a_spot_is_reserved_once(self, store: LeaseStore) -> None:
         a, b = Spot("t", 0, 5), Spot("t", 1, 5)
         first = lease(a)
-        assert store.claim([first, lease(b)]) == [Claimed.WON, Claimed.WON]
-        assert store.claim([lease(a), lease(Spot("t", 0, 6))]) == [Claimed.HELD, Claimed.WON]
-        assert store.finish([Held(a, "not-the-token"), Held(a, first.token)]) == [False, True]
-        assert store.claim([lease(a)]) == [Claimed.SETTLED]
-        assert store.states([a, b, Spot("t", 9, 9)]) == [Claimed.SETTLED, Claimed.HELD, None]
+        assert store.reserve([first, lease(b)]) == [Reserved.WON, Reserved.WON]
+        assert store.reserve([lease(a), lease(Spot("t", 0, 6))]) == [Reserved.HELD, Reserved.WON]
+        assert store.acknowledge([Held(a, "not-the-token"), Held(a, first.token)]) == [False, True]
+        assert store.reserve([lease(a)]) == [Reserved.SETTLED]
+        assert store.states([a, b, Spot("t", 9, 9)]) == [Reserved.SETTLED, Reserved.HELD, None]
         assert store.reserved() == {"q": 2}
 
-    def test_racing_claims_have_one_winner_per_spot(self, store: LeaseStore) -> None:
+    def test_racing_reserves_have_one_winner_per_spot(self, store: LeaseStore) -> None:
         spots = [Spot("t", p, o) for p in range(3) for o in range(20)]
         wins: list[Spot] = []
         guard = threading.Lock()
 
         def race() -> None:
-            claims = [lease(s) for s in spots]
-            won = [c.spot for c, r in zip(claims, store.claim(claims), strict=True) if r is Claimed.WON]
+            asks = [lease(s) for s in spots]
+            won = [c.spot for c, r in zip(asks, store.reserve(asks), strict=True) if r is Reserved.WON]
             with guard:
                 wins.extend(won)
 
@@ -193,9 +196,9 @@ class TestLeaseStore:
 
     def test_park_settles_the_spot_and_keeps_the_job_delayed(self, store: LeaseStore) -> None:
         spot = Spot("t", 0, 0)
-        park = Claim(spot, "q", new_id(), 150.0, "job-1", b"later", park=True)
-        assert store.claim([park]) == [Claimed.WON]
-        assert store.states([spot]) == [Claimed.SETTLED]
+        park = Reserving(spot, "q", new_id(), 150.0, "job-1", b"later", park=True)
+        assert store.reserve([park]) == [Reserved.WON]
+        assert store.states([spot]) == [Reserved.SETTLED]
         assert store.take_due(149.0, 200.0, "p", 10) == []
         assert {q: (c.due, c.later) for q, c in store.delayed(149.0).items()} == {"q": (0, 1)}
         (row,) = store.take_due(150.0, 200.0, "p", 10)
@@ -207,24 +210,24 @@ class TestLeaseStore:
         store.drop_delayed([row.id], "other")
         assert store.delayed(1000.0) == {}
 
-    def test_hold_delay_and_fail_need_the_token(self, store: LeaseStore) -> None:
+    def test_extend_release_and_fail_need_the_token(self, store: LeaseStore) -> None:
         a, b, c = Spot("t", 0, 1), Spot("t", 0, 2), Spot("t", 0, 3)
         la, lb, lc = lease(a), lease(b), lease(c)
-        store.claim([la, lb, lc])
-        assert store.hold([Held(a, la.token), Held(b, "x")], 500.0) == [True, False]
+        store.reserve([la, lb, lc])
+        assert store.extend([Held(a, la.token), Held(b, "x")], 500.0) == [True, False]
         row = Delayed(new_id(), "q", 120.0, "job-b", b"again")
-        assert not store.delay(Held(b, "x"), row)
-        assert store.delay(Held(b, lb.token), row)
+        assert not store.release(Held(b, "x"), row)
+        assert store.release(Held(b, lb.token), row)
         failure = FailedJob("job-c", "q", "n", 2, "boom", 110.0, b"dead")
         assert not store.fail(Held(c, "x"), failure)
         assert store.fail(Held(c, lc.token), failure)
-        assert store.failed_newest(5) == [failure] and store.failed_count() == 1
+        assert store.list_failed(5) == [failure] and store.count_failed() == 1
         assert store.reserved() == {"q": 1}
         assert store.records_from("t", {0: 2}) == 2 and store.records_from("t", {0: 0}) == 3
         # a's deadline moved to 500: it lapses then, and one reclaim wins it
-        assert store.lapse(499.0, 10) == []
+        assert store.reclaim(499.0, 10) == []
         results: list[list[Spot]] = []
-        threads = [threading.Thread(target=lambda: results.append(store.lapse(500.0, 10))) for _ in range(3)]
+        threads = [threading.Thread(target=lambda: results.append(store.reclaim(500.0, 10))) for _ in range(3)]
         for t in threads:
             t.start()
         for t in threads:
@@ -236,11 +239,11 @@ class TestLeaseStore:
         assert store.reserved() == {}
 
     def test_forget_drops_settled_records_below_the_commit(self, store: LeaseStore) -> None:
-        claims = [lease(Spot("t", 0, o)) for o in range(4)]
-        store.claim(claims)
-        store.finish([Held(c.spot, c.token) for c in claims[:1] + claims[2:3]])
+        asks = [lease(Spot("t", 0, o)) for o in range(4)]
+        store.reserve(asks)
+        store.acknowledge([Held(c.spot, c.token) for c in asks[:1] + asks[2:3]])
         store.forget("t", 0, 3)
-        assert store.states([c.spot for c in claims]) == [None, Claimed.HELD, None, Claimed.HELD]
+        assert store.states([c.spot for c in asks]) == [None, Reserved.HELD, None, Reserved.HELD]
 
     def test_a_delayed_row_moves_to_the_failed_store_only_for_its_promoter(self, store: LeaseStore) -> None:
         row = Delayed(new_id(), "q", 100.0, "job-big", b"big")
@@ -249,7 +252,7 @@ class TestLeaseStore:
         failure = FailedJob("job-big", "q", "n", 1, "too large", 150.0, b"big")
         assert not store.fail_delayed(taken.id, "someone-else", failure)
         assert store.fail_delayed(taken.id, "p", failure)
-        assert store.failed_newest(5) == [failure] and store.delayed(1000.0) == {}
+        assert store.list_failed(5) == [failure] and store.delayed(1000.0) == {}
         assert store.take_due(1000.0, 2000.0, "p", 10) == []  # gone from the delayed rows for good
 
     def test_the_store_clock_is_the_server_s(self, store: LeaseStore) -> None:
@@ -262,23 +265,23 @@ class TestLeaseStore:
     def test_the_failed_store(self, store: LeaseStore) -> None:
         for i in range(3):
             spot = Spot("t", 0, i)
-            claim = lease(spot)
-            store.claim([claim])
-            store.fail(Held(spot, claim.token), FailedJob(f"job-{i}", "q", "n", 1, "e", 100.0 + i, b"b%d" % i))
-        assert [f.id for f in store.failed_newest(2)] == ["job-2", "job-1"]
+            ask = lease(spot)
+            store.reserve([ask])
+            store.fail(Held(spot, ask.token), FailedJob(f"job-{i}", "q", "n", 1, "e", 100.0 + i, b"b%d" % i))
+        assert [f.id for f in store.list_failed(2)] == ["job-2", "job-1"]
         with pytest.raises(NoFailedJob, match="job-9"):
-            store.failed_retry("job-9", 200.0, bytes.upper, new_id)
-        assert store.failed_retry("job-0", 200.0, bytes.upper, new_id) == 1
+            store.retry_failed("job-9", 200.0, bytes.upper, new_id)
+        assert store.retry_failed("job-0", 200.0, bytes.upper, new_id) == 1
         (row,) = store.take_due(200.0, 300.0, "p", 10)
         assert (row.job_id, row.queue, row.body) == ("job-0", "q", b"B0")
-        assert store.failed_retry("all", 200.0, bytes.upper, new_id) == 2
-        assert store.failed_count() == 0
+        assert store.retry_failed("all", 200.0, bytes.upper, new_id) == 2
+        assert store.count_failed() == 0
         assert not store.fail(Held(Spot("x", 0, 0), "gone"), FailedJob("job-x", "q", "n", 1, "e", 1.0, b""))
-        assert store.failed_flush() == 0
-        claim = lease(Spot("t", 1, 0))
-        store.claim([claim])
-        store.fail(Held(claim.spot, claim.token), FailedJob("job-y", "q", "n", 1, "e", 1.0, b""))
-        assert store.failed_flush() == 1 and store.failed_newest(5) == []
+        assert store.flush_failed() == 0
+        ask = lease(Spot("t", 1, 0))
+        store.reserve([ask])
+        store.fail(Held(ask.spot, ask.token), FailedJob("job-y", "q", "n", 1, "e", 1.0, b""))
+        assert store.flush_failed() == 1 and store.list_failed(5) == []
 
 
 # -- settings, opening, capabilities ------------------------------------------------------------
@@ -287,7 +290,8 @@ class TestLeaseStore:
 def test_the_module_follows_the_driver_convention() -> None:
     assert driver_for_url("kafka://a:9092,b:9092") == "kafka"
     module = load("kafka")
-    assert module.SETTINGS == SETTINGS == {"brokers", "group", "topic_prefix", "lease", "locks"}
+    assert module.SETTINGS == SETTINGS == {"brokers", "group", "topic_prefix", "lease", "locks", "connect_timeout",
+                                           "request_timeout"}
     assert not set(REFUSED) & SETTINGS
     assert brokers_from_url("kafka://a:9092,b:9093/") == ("a:9092", "b:9093")
 
@@ -319,20 +323,26 @@ def test_open_without_a_lock_store_is_a_boot_failure_naming_it(clock: FixedClock
 
 
 def test_capabilities_follow_the_lock_store(redis_lock_store: RedisDriver, sqlite_lock_store: DatabaseDriver,
-                                            clock: FixedClock, names: dict[str, str]) -> None:
+                                            clock: FixedClock, names: dict[str, str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     on_redis = make_driver("127.0.0.1:9092", redis_lock_store, clock, names)
     on_sqlite = make_driver("127.0.0.1:9092", sqlite_lock_store, clock, names)
     # delayed and failed jobs live in the lock store: Redis may lose them, a database does not
     assert on_redis.capabilities.may_lose_an_accepted_job
     assert not on_sqlite.capabilities.may_lose_an_accepted_job
-    assert on_sqlite.capabilities.shared_locks and on_sqlite.capabilities.delayed_push
+    assert on_sqlite.locks.shared and on_sqlite.capabilities.delayed_push
     assert "leases in sqlite at" in on_sqlite.describe()
-    assert on_sqlite.check_eviction_policy() == "not redis"
-    assert on_redis.check_eviction_policy() == redis_lock_store.check_eviction_policy()
+    # the start-up check is the lock store driver's own: Redis's eviction policy, a database's packet size
+    checked: list[str] = []
+    monkeypatch.setattr(redis_lock_store, "check", lambda: checked.append("redis"))
+    monkeypatch.setattr(sqlite_lock_store, "check", lambda: checked.append("sqlite"))
+    on_redis.check()
+    on_sqlite.check()
+    assert checked == ["redis", "sqlite"]
     # unique locks are the kafka connection's own, apart from the lock store connection's locks
-    assert on_sqlite.acquire_lock("job:7", "a", 60)
-    assert sqlite_lock_store.acquire_lock("job:7", "b", 60)
-    assert not on_sqlite.acquire_lock("job:7", "c", 60)
+    assert on_sqlite.locks.acquire("job:7", "a", 60)
+    assert sqlite_lock_store.locks.acquire("job:7", "b", 60)
+    assert not on_sqlite.locks.acquire("job:7", "c", 60)
     on_redis.close()
     on_sqlite.close()
 
@@ -374,10 +384,10 @@ def test_the_life_of_jobs_on_a_sqlite_lock_store(brokers: str, sqlite_lock_store
     assert (counts.ready, counts.delayed, counts.reserved) == (0, 2, 1)
     clock.advance(DriverContract.RESERVATION + 1)
     assert driver.reclaim_expired() == 1
-    assert driver.retry_failed(dead.id) == 1
+    assert driver.failed.retry(dead.id) == 1
     back = {r.id: r.attempt for r in driver.reserve(["default"], 10)}
     assert back == {again.id: 2, lost.id: 2, dead.id: 1, envs[4].id: 1}
-    assert driver.pending_count("default") == 4
+    assert pending(driver, "default") == 4
     driver.close()
 
 
@@ -411,7 +421,7 @@ def test_offsets_never_pass_an_unfinished_job_across_a_restart(
 
     second = make_driver(brokers, redis_lock_store, clock, names)
     assert second.reserve(["default"], 6) == []  # re-read from offset 2: 2 and 4 held, 3 and 5 done
-    assert second.pending_count("default") == 2
+    assert pending(second, "default") == 2
     clock.advance(DriverContract.RESERVATION + 1)
     assert second.reclaim_expired() == 2
     back = second.reserve(["default"], 6)
@@ -419,7 +429,7 @@ def test_offsets_never_pass_an_unfinished_job_across_a_restart(
     second.acknowledge(back)
     assert second.reserve(["default"], 6) == []
     assert committed(brokers, names["group"], topic, 1) == [8]  # six jobs and the two copies
-    assert second.pending_count("default") == 0
+    assert pending(second, "default") == 0
     second.close()
 
 
@@ -469,7 +479,7 @@ def test_a_killed_consumers_jobs_come_back_and_nothing_is_lost(
     first = driver.reserve(["default"], 10)
     assert {r.id for r in first} == {e.id for e in envs} - set(held)
     driver.acknowledge(first)
-    assert driver.reserve(["default"], 10) == [] and driver.pending_count("default") == 4
+    assert driver.reserve(["default"], 10) == [] and pending(driver, "default") == 4
     clock.advance(DriverContract.RESERVATION + 1)
     assert driver.reclaim_expired() == 4
     back = driver.reserve(["default"], 10)
@@ -480,7 +490,7 @@ def test_a_killed_consumers_jobs_come_back_and_nothing_is_lost(
     partitions = driver.admin.topics()[topic]
     starts, unread = driver.meter.unread(topic, partitions)
     assert unread == 0, f"committed offsets {starts} stop short of the ends"
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
     driver.close()
 
 
@@ -537,7 +547,7 @@ def test_full_partitions_pause_and_resume_without_skipping(
         seen += [r.id for r in got]
         driver.acknowledge(got)
     assert sorted(seen) == sorted(e.id for e in envs)
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
     driver.close()
 
 
@@ -596,9 +606,9 @@ def test_a_worker_runs_retries_and_fails_jobs_over_kafka(brokers: str, redis_url
         stats = worker.run()
         assert sorted(RAN) == sorted([(i, 1) for i in range(6)] + [(1, 2), (2, 2)])
         assert (stats.succeeded, stats.released, stats.failed) == (5, 2, 1)
-        (failed,) = kafka.failed_jobs(5)
+        (failed,) = kafka.failed.list(5)
         assert failed.name == "kafka-test.record" and "fails attempt 2" in failed.error
-        assert kafka.pending_count("default") == 0
+        assert pending(kafka, "default") == 0
     finally:
         keys = list(lock.client.scan_iter(match=f"{prefix}*", count=1000))
         if keys:
@@ -661,10 +671,10 @@ def test_messages_that_cannot_become_jobs_are_handed_out_to_be_failed(
             for job_id in poison:
                 driver.fail(got[job_id], reasons[job_id])
             driver.acknowledge([got[good.id], got[headed.id]])
-            failed = {f.id: f for f in driver.failed_jobs(20)}
+            failed = {f.id: f for f in driver.failed.list(20)}
             assert set(failed) == poison and failed[by_spot].body == b"\xff\xfe not UTF-8"
             assert all(failed[job_id].error == reasons[job_id] for job_id in poison)
-            assert driver.reserve(["default"], 20) == [] and driver.pending_count("default") == 0
+            assert driver.reserve(["default"], 20) == [] and pending(driver, "default") == 0
         finally:
             driver.close()
             lock.close()
@@ -714,11 +724,11 @@ def test_a_delayed_job_too_large_to_produce_goes_to_the_failed_store(
     driver.store.add_delayed([Delayed(new_id(), "default", clock.now(), e.id, e.encode()) for e in (big, small)])
     (res,) = driver.reserve(["default"], 5)
     assert res.id == small.id
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert (failed.id, failed.name, failed.body) == (big.id, big.name, big.encode())
     assert "more than the 3900 this connection produces" in failed.error
     driver.acknowledge([res])
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
     driver.close()
 
 
@@ -739,7 +749,7 @@ def test_a_delayed_job_the_broker_refuses_is_failed_and_the_others_are_produced_
     driver.store.add_delayed([Delayed(new_id(), "default", clock.now(), e.id, e.encode()) for e in envs])
     driver.reclaim_expired()  # promotes what is due
     assert sorted(produced) == sorted([envs[0].id, envs[2].id])
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.id == envs[1].id and "Message size too large" in failed.error
     clock.advance(120)  # past the promoter's fence: nothing was left behind to be produced again
     driver.reclaim_expired()
@@ -773,7 +783,7 @@ _RECLAIMER = textwrap.dedent("""
         lock = DatabaseDriver(args["url"])
     driver = open(args["settings"], Resources(extra={"lock_store": lock}))
     # what reclaim_expired asks the lock store, by the driver's clock (and nothing of Kafka)
-    lapsed = driver.store.lapse(driver.clock.now(), 100)
+    lapsed = driver.store.reclaim(driver.clock.now(), 100)
     print(json.dumps({"ahead": time.time() - args["now"], "reclaimed": len(lapsed)}), flush=True)
 """)
 
@@ -806,7 +816,7 @@ def test_a_worker_whose_clock_is_two_minutes_ahead_sees_no_lease_lapse_early(
             assert seen["reclaimed"] == 0
             assert len(driver.extend(held, 30)) == 3
             driver.acknowledge(held)
-            assert driver.pending_count("default") == 0
+            assert pending(driver, "default") == 0
         finally:
             driver.close()
             lock.close()

@@ -1,4 +1,4 @@
-"""The driver contract on the memory driver."""
+"""The driver contract (all three suites) on the memory driver."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import pytest
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.envelope import Envelope, Reservation, undecodable
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import DriverContract
+from jobbridge.testing.contract import DriverContract, FailedStoreContract, LockStoreContract, pending
 
 
-class TestMemoryDriver(DriverContract):
+class TestMemoryDriver(DriverContract, FailedStoreContract, LockStoreContract):
     @pytest.fixture
     def clock(self) -> FixedClock:
         return FixedClock()
@@ -30,7 +30,7 @@ def test_a_stand_in_is_failed_under_its_own_name_and_kept_out_of_a_retry() -> No
     (res,) = driver.reserve(["q"], 1)
     stand_in = undecodable(id="a", queue="q", attempts=res.attempt, now=now)
     driver.fail(Reservation(stand_in, res.receipt, res.lease_until, b"\xffraw", "not JSON"), "not JSON")
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert (failed.name, failed.body, failed.error) == ("<undecodable>", b"\xffraw", "not JSON")
-    assert driver.retry_failed("all") == 0, "a body that never was a job is not put back to fail again"
-    assert driver.failed_count() == 1 and driver.pending_count("q") == 0
+    assert driver.failed.retry("all") == 0, "a body that never was a job is not put back to fail again"
+    assert driver.failed.count() == 1 and pending(driver, "q") == 0

@@ -29,7 +29,7 @@ from jobbridge.errors import (
     StoreRefused,
 )
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import DriverContract, make_envelope
+from jobbridge.testing.contract import DriverContract, FailedStoreContract, LockStoreContract, make_envelope, pending
 from tests.drivers.redis_helpers import (
     drop_keys,
     envelope_now,
@@ -55,7 +55,7 @@ def prefix(redis_url: str) -> Iterator[str]:
     drop_keys(redis_url, name)
 
 
-class TestRedisDriver(DriverContract):
+class TestRedisDriver(DriverContract, FailedStoreContract, LockStoreContract):
     @pytest.fixture
     def clock(self) -> FixedClock:
         return FixedClock()
@@ -112,7 +112,7 @@ def test_a_blocking_reserve_wakes_on_a_push_from_another_client(
     assert 0.15 < elapsed < 1.0, f"woke after {elapsed:.3f}s"
     assert [r.id for r in driver.extend(got, 60)] == [got[0].id]  # its lease was recorded
     driver.acknowledge(got)
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_an_idle_blocking_reserve_returns_empty_after_its_wait(driver: RedisDriver) -> None:
@@ -129,11 +129,11 @@ def test_a_blocking_read_beyond_the_limit_hands_the_rest_back(driver: RedisDrive
     # XREADGROUP BLOCK answers at once when entries wait, one batch per stream: 4 claimed, 3 wanted
     got = driver._block(["high", "low"], 3, 1.0)
     assert [r.envelope.queue for r in got] == ["high", "high", "low"]
-    assert driver.pending_count("low") == 2
+    assert pending(driver, "low") == 2
     rest = driver.reserve(["low"], 5)
     assert len(rest) == 1 and rest[0].attempt == 1 and rest[0].id != got[2].id
     driver.acknowledge(got + rest)
-    assert driver.pending_count("high") + driver.pending_count("low") == 0
+    assert pending(driver, "high") + pending(driver, "low") == 0
 
 
 def test_threads_blocking_on_reserve_never_share_a_job(driver: RedisDriver, clock: FixedClock) -> None:
@@ -143,7 +143,7 @@ def test_threads_blocking_on_reserve_never_share_a_job(driver: RedisDriver, cloc
     driver.reserve(["default"], 1)
 
     def work() -> None:
-        while not done.is_set() or driver.pending_count("default"):
+        while not done.is_set() or pending(driver, "default"):
             got = driver.reserve(["default"], 5, wait=0.2)
             with guard:
                 taken.extend(r.id for r in got)
@@ -228,7 +228,7 @@ def test_a_heartbeat_outlives_the_real_idle_time(open_driver: Callable[..., Redi
     assert driver.reclaim_expired() == 0
     assert driver.reserve(["default"], 1) == []
     driver.acknowledge([res])
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_a_worker_killed_mid_job_leaves_it_to_run_again(
@@ -250,7 +250,7 @@ def test_a_worker_killed_mid_job_leaves_it_to_run_again(
     (res,) = driver.reserve(["default"], 1)
     assert res.id == env.id and res.attempt == 2
     driver.acknowledge([res])
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_a_long_job_with_a_live_heartbeat_runs_once(open_driver: Callable[..., RedisDriver]) -> None:
@@ -264,7 +264,7 @@ def test_a_long_job_with_a_live_heartbeat_runs_once(open_driver: Callable[..., R
         assert other.reclaim_expired() == 0
         assert other.reserve(["default"], 1) == []
     driver.acknowledge([res])
-    assert other.pending_count("default") == 0
+    assert pending(other, "default") == 0
 
 
 def test_a_stale_reservation_settles_nothing(driver: RedisDriver, clock: FixedClock) -> None:
@@ -277,10 +277,10 @@ def test_a_stale_reservation_settles_nothing(driver: RedisDriver, clock: FixedCl
     driver.release(stale, 0)
     driver.fail(stale, "late")
     driver.acknowledge([stale])
-    assert driver.failed_count() == 0 and driver.pending_count("default") == 1
+    assert driver.failed.count() == 0 and pending(driver, "default") == 1
     assert [r.id for r in driver.extend([fresh], 60)] == [env.id]
     driver.acknowledge([fresh])
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
     assert driver.client.zcard(driver.keys.leases) == 0
 
 
@@ -306,18 +306,18 @@ def test_an_undecodable_failed_job_retries_as_it_was(driver: RedisDriver, clock:
     inject_undecodable(driver, "default", b"\xffgarbage")
     (res,) = driver.reserve(["default"], 1)
     driver.fail(res, res.decode_error or "")
-    assert driver.retry_failed("all") == 1
+    assert driver.failed.retry("all") == 1
     (again,) = driver.reserve(["default"], 1)
     assert again.decode_error and again.body == b"\xffgarbage" and again.id == res.id and again.attempt == 1
 
 
 def test_a_unique_lock_is_also_dropped_by_redis_in_real_time(driver: RedisDriver) -> None:
-    assert driver.acquire_lock("job:x", "a", 0.05)
-    assert not driver.acquire_lock("job:x", "b", 0.05)
+    assert driver.locks.acquire("job:x", "a", 0.05)
+    assert not driver.locks.acquire("job:x", "b", 0.05)
     time.sleep(0.1)  # the FixedClock has not moved; the PX safety net has
-    assert driver.acquire_lock("job:x", "b", 10)
-    driver.release_lock("job:x", "a")
-    assert not driver.acquire_lock("job:x", "c", 10)
+    assert driver.locks.acquire("job:x", "b", 10)
+    driver.locks.release("job:x", "a")
+    assert not driver.locks.acquire("job:x", "c", 10)
 
 
 # -- what Redis itself can lose ---------------------------------------------------------------
@@ -327,8 +327,9 @@ def test_check_eviction_policy_warns_unless_noeviction(tmp_path: Path, caplog: p
     with own_redis(6391, tmp_path, "--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru") as server:
         driver = make_driver(server.url, "jb:", SYSTEM_CLOCK)
         with caplog.at_level(logging.WARNING, logger="jobbridge.drivers.redis"):
-            assert driver.check_eviction_policy() == "allkeys-lru"
+            driver.check()  # the start-up check the worker runs
         assert "allkeys-lru" in caplog.text and "noeviction" in caplog.text
+        assert check_eviction_policy(driver.client) == "allkeys-lru"
         caplog.clear()
         driver.client.config_set("maxmemory-policy", "noeviction")
         with caplog.at_level(logging.WARNING, logger="jobbridge.drivers.redis"):
@@ -355,7 +356,7 @@ def test_a_redis_restart_is_ridden_out_and_loses_no_pushed_job(tmp_path: Path) -
         restarter.join()
         driver.acknowledge(rest)
         assert {r.id for r in first + rest} == {e.id for e in envs}
-        assert driver.pending_count("default") == 0
+        assert pending(driver, "default") == 0
 
         # a worker blocked in XREADGROUP when redis dies goes on consuming once it is back
         got: list[str] = []
@@ -495,7 +496,7 @@ def test_an_entry_that_is_no_job_is_failed_once_with_its_reason_beside_good_jobs
     assert bad.id == expected_id and bad.attempt == 1
     driver.fail(bad, bad.decode_error or "")
     driver.acknowledge([r for r in got if r is not bad])
-    (failed,) = driver.failed_jobs(10)
+    (failed,) = driver.failed.list(10)
     assert (failed.id, failed.error, failed.body) == (expected_id, bad.decode_error, stored.get(b"body", b""))
     assert driver.counts() == [] and driver.client.zcard(driver.keys.leases) == 0
 
@@ -518,7 +519,7 @@ def test_a_body_out_of_range_is_a_stand_in_too(
     (res,) = driver.reserve(["default"], 1)
     assert res.decode_error and reason in res.decode_error
     driver.fail(res, res.decode_error)
-    (failed,) = driver.failed_jobs(1)
+    (failed,) = driver.failed.list(1)
     assert failed.body == body, "the failed store keeps the body exactly as stored, never re-encoded"
 
 
@@ -560,7 +561,7 @@ def test_a_delayed_member_it_never_wrote_is_promoted_to_be_failed(driver: RedisD
     for res in got:
         if res.decode_error:
             driver.fail(res, res.decode_error)
-    assert driver.failed_count() == 2 and {f.body for f in driver.failed_jobs(2)} == {b"\xffgarbage", b"{}"}
+    assert driver.failed.count() == 2 and {f.body for f in driver.failed.list(2)} == {b"\xffgarbage", b"{}"}
 
 
 def test_reclaim_puts_back_an_entry_of_thousands_of_fields(driver: RedisDriver, clock: FixedClock) -> None:
@@ -614,13 +615,13 @@ def test_the_failed_store_reads_hashes_it_did_not_write(driver: RedisDriver) -> 
     driver.client.hset(driver.keys.failed_job("").encode() + b"\xff\xfe", mapping={"queue": b"\xff"})
     driver.client.zadd(driver.keys.failed, {"queue-not-text": 0})
     driver.client.hset(driver.keys.failed_job("queue-not-text"), mapping={"queue": b"\xff", "body": b"{}"})
-    (partial, foreign, _) = driver.failed_jobs(10)
+    (partial, foreign, _) = driver.failed.list(10)
     assert (partial.id, partial.name, partial.attempts, partial.body) == ("partial", "\ufffdname", 0, b"")
     assert foreign.queue == "\ufffd"
-    assert driver.retry_failed("all") == 0  # none names a queue to go back to
+    assert driver.failed.retry("all") == 0  # none names a queue to go back to
     with pytest.raises(NoFailedJob):
-        driver.retry_failed("partial")
-    assert driver.flush_failed() == 3 and driver.failed_count() == 0
+        driver.failed.retry("partial")
+    assert driver.failed.flush() == 3 and driver.failed.count() == 0
     assert driver.client.exists(driver.keys.failed_job("").encode() + b"\xff\xfe") == 0
 
 
@@ -628,7 +629,7 @@ def test_fail_stores_an_error_no_utf8_encoder_takes(driver: RedisDriver, clock: 
     driver.push([make_envelope(clock)])
     (res,) = driver.reserve(["default"], 1)
     driver.fail(res, "boom \udc80")
-    (failed,) = driver.failed_jobs(1)
+    (failed,) = driver.failed.list(1)
     assert failed.error == "boom \\udc80"
 
 
@@ -644,7 +645,7 @@ def test_push_refuses_a_job_over_the_size_limit_and_stores_none_of_its_batch(
     with pytest.raises(StoreRefused, match="at most 8388608") as caught:
         driver.push([small, big])
     assert not isinstance(caught.value, DriverUnavailable) and "xxxx" not in str(caught.value)
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
     fits = make_envelope(clock, payload={"blob": "x" * (MAX_MESSAGE_BYTES - 1000)})
     driver.push([fits])
     (res,) = driver.reserve(["default"], 1)
@@ -655,11 +656,11 @@ def test_push_refuses_what_cannot_be_sent_to_redis(driver: RedisDriver, clock: F
     with pytest.raises(StoreRefused, match="cannot be stored as JSON"):
         driver.push([make_envelope(clock, payload={"n": 2**70})])
     with pytest.raises(StoreRefused, match="not UTF-8"):
-        driver.acquire_lock("bad\udc80key", "owner", 10)
+        driver.locks.acquire("bad\udc80key", "owner", 10)
     with pytest.raises(DriverError, match="transaction"):
         driver.push([make_envelope(clock)], transaction=object())
     with pytest.raises(StoreRefused, match="ttl"):
-        driver.acquire_lock("key", "owner", float("inf"))
+        driver.locks.acquire("key", "owner", float("inf"))
     assert driver.counts() == []
 
 

@@ -43,7 +43,7 @@ from jobbridge.errors import (
 )
 from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import DriverContract, make_envelope
+from jobbridge.testing.contract import DriverContract, FailedStoreContract, make_envelope, pending
 from tests.services import ensure_sqs
 
 if TYPE_CHECKING:
@@ -113,9 +113,14 @@ def inject(driver: SqsDriver, queue: str, body: str) -> None:
     driver.client.send_message(QueueUrl=driver.queues.url(queue), MessageBody=body)
 
 
-class TestSqsDriver(DriverContract):
+class TestSqsDriver(DriverContract, FailedStoreContract):
+    """The protocol and the failed store; not the lock suite: SQS has no lock to give (``locks.shared`` is
+    false, see test_sqs_holds_no_locks_and_says_so)."""
+
     #: SQS standard queues do not promise order within a queue
     ordered = False
+    #: a delayed message is invisible, so a purge (receive and delete) cannot reach it
+    purges_delayed = False
 
     @pytest.fixture
     def clock(self) -> FixedClock:
@@ -138,11 +143,6 @@ class TestSqsDriver(DriverContract):
     @pytest.mark.skip(reason=REAL_TIME.format("test_a_lapsed_visibility_redelivers_as_a_new_attempt"))
     def test_a_stale_reservation_settles_nothing(self, driver: Driver, clock: FixedClock) -> None: ...
 
-    @pytest.mark.skip(reason="SQS has no lock: the driver declares shared_locks=False and grants every lock "
-                             "(the app dispatches unique jobs with a warning); replaced by "
-                             "test_sqs_holds_no_locks_and_says_so")
-    def test_unique_lock_is_held_until_released_or_expired(self, driver: Driver, clock: FixedClock) -> None: ...
-
     def test_an_undecodable_body_is_handed_out_to_be_failed(self, driver: Driver, clock: FixedClock) -> None:
         # the suite's body starts with NUL, which SQS refuses to store (InvalidMessageContents): a legal one
         assert isinstance(driver, SqsDriver)
@@ -150,7 +150,7 @@ class TestSqsDriver(DriverContract):
         res = self.reserve_one(driver)
         assert res.decode_error and res.attempt == 1 and res.envelope.queue == "default"
         driver.fail(res, res.decode_error)
-        (failed,) = driver.failed_jobs(1)
+        (failed,) = driver.failed.list(1)
         assert failed.body == "not json {\u00e9".encode() and failed.error == res.decode_error
 
 
@@ -186,7 +186,7 @@ def test_a_release_with_a_delay_comes_back_after_it(open_driver: Callable[..., S
     released_at = time.time()
     driver.release(first, 2)
     assert driver.reserve(["default"], 1) == []
-    assert driver.pending_count("default") == 1
+    assert pending(driver, "default") == 1
     again, waited = poll(driver)
     assert again.id == first.id and again.attempt == 2 and waited > 1.2
     assert abs(again.envelope.available_at - (released_at + 2)) < 1
@@ -207,11 +207,11 @@ def test_a_lapsed_visibility_redelivers_as_a_new_attempt(open_driver: Callable[.
     driver.acknowledge([stale[0]])
     driver.release(stale[1], 0)
     driver.fail(stale[2], "late")
-    assert driver.failed_count() == 0 and driver.pending_count("default") == 3
+    assert driver.failed.count() == 0 and pending(driver, "default") == 3
     assert driver.reserve(["default"], 3) == []
     assert {r.id for r in driver.extend(list(fresh.values()), 2)} == set(fresh)
     driver.acknowledge(list(fresh.values()))
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_extend_holds_the_job_past_its_visibility(open_driver: Callable[..., SqsDriver]) -> None:
@@ -224,7 +224,7 @@ def test_extend_holds_the_job_past_its_visibility(open_driver: Callable[..., Sqs
         assert res.lease_until > time.time() + 1.5
     assert driver.reserve(["default"], 1) == []  # 2.4 s after the receive, still held
     driver.acknowledge([res])
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_a_delay_longer_than_sqs_allows_is_resent_until_due(open_driver: Callable[..., SqsDriver]) -> None:
@@ -304,7 +304,7 @@ def test_a_worker_killed_holding_a_job_loses_nothing(open_driver: Callable[..., 
     res, _ = poll(driver)
     assert res.id == env.id and res.attempt == 2
     driver.acknowledge([res])
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 # -- batches and the failed store ----------------------------------------------------------------
@@ -316,13 +316,13 @@ def test_a_push_of_25_is_three_batches(open_driver: Callable[..., SqsDriver]) ->
     driver.client.meta.events.register("before-call.sqs.SendMessageBatch", lambda **_: calls.append(1))
     driver.push([now_envelope() for _ in range(25)])
     assert len(calls) == 3
-    assert driver.pending_count("default") == 25
+    assert pending(driver, "default") == 25
     got = driver.reserve(["default"], 25)
     assert len(got) == 25 and len({r.id for r in got}) == 25
     deletes: list[int] = []
     driver.client.meta.events.register("before-call.sqs.DeleteMessageBatch", lambda **_: deletes.append(1))
     driver.acknowledge(got)
-    assert len(deletes) == 3 and driver.pending_count("default") == 0
+    assert len(deletes) == 3 and pending(driver, "default") == 0
 
 
 def test_the_failed_store_round_trip(open_driver: Callable[..., SqsDriver]) -> None:
@@ -333,26 +333,26 @@ def test_the_failed_store_round_trip(open_driver: Callable[..., SqsDriver]) -> N
     for res in sorted(driver.reserve(["high"], 12), key=lambda r: [e.id for e in envs].index(r.id)):
         clock.advance(1)
         driver.fail(res, f"failed {res.id}\x00")
-    listed = driver.failed_jobs(50)
+    listed = driver.failed.list(50)
     assert [f.id for f in listed] == [e.id for e in reversed(envs)]  # the newest first
     assert listed[0].error == f"failed {envs[-1].id}\ufffd" and listed[0].queue == "high"
     assert listed[0].failed_at == clock.now() and listed[0].attempts == 1
-    assert [f.id for f in driver.failed_jobs(5)] == [e.id for e in reversed(envs[-5:])]
-    assert driver.failed_count() == 12  # reading hid nothing for long
-    assert driver.retry_failed(envs[3].id) == 1
+    assert [f.id for f in driver.failed.list(5)] == [e.id for e in reversed(envs[-5:])]
+    assert driver.failed.count() == 12  # reading hid nothing for long
+    assert driver.failed.retry(envs[3].id) == 1
     with pytest.raises(NoFailedJob, match=envs[3].id):
-        driver.retry_failed(envs[3].id)
+        driver.failed.retry(envs[3].id)
     (back,) = driver.reserve(["high"], 5)
     assert back.id == envs[3].id and back.attempt == 1 and back.envelope.queue == "high"
-    assert driver.flush_failed() == 11
-    assert driver.failed_count() == 0 and driver.failed_jobs() == []
+    assert driver.failed.flush() == 11
+    assert driver.failed.count() == 0 and driver.failed.list() == []
 
 
 def test_a_long_error_keeps_its_end(open_driver: Callable[..., SqsDriver]) -> None:
     driver = open_driver()
     driver.push([now_envelope()])
     driver.fail(driver.reserve(["default"], 1)[0], "x" * 50_000 + "the end")
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert len(failed.error) == MAX_ERROR + 1 and failed.error.endswith("the end")
 
 
@@ -362,9 +362,9 @@ def test_a_job_sqs_moved_to_the_failed_store_itself_is_listed_and_retried(
     driver = open_driver()
     env = now_envelope(queue="low", attempts=4)
     admin.send_message(QueueUrl=driver.queues.failed_url(), MessageBody=env.encode().decode())
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert (failed.id, failed.queue, failed.attempts, failed.error) == (env.id, "low", 4, REDRIVEN)
-    assert driver.retry_failed(env.id) == 1
+    assert driver.failed.retry(env.id) == 1
     (back,) = driver.reserve(["low"], 1)
     assert back.id == env.id and back.attempt == 1
 
@@ -375,16 +375,16 @@ def test_an_undecodable_body_is_retried_as_it_was(open_driver: Callable[..., Sqs
     (res,) = driver.reserve(["other"], 1)
     assert res.decode_error and res.envelope.queue == "other"
     driver.fail(res, res.decode_error)
-    assert driver.retry_failed("all") == 1
+    assert driver.failed.retry("all") == 1
     (again,) = driver.reserve(["other"], 1)
     assert again.body == b"<xml/>" and again.decode_error
 
 
 def test_sqs_holds_no_locks_and_says_so(open_driver: Callable[..., SqsDriver]) -> None:
     driver = open_driver()
-    assert not driver.capabilities.shared_locks
-    assert driver.acquire_lock("job:invoice:7", "a", 100) and driver.acquire_lock("job:invoice:7", "b", 100)
-    driver.release_lock("job:invoice:7", "a")
+    assert not driver.locks.shared
+    assert driver.locks.acquire("job:invoice:7", "a", 100) and driver.locks.acquire("job:invoice:7", "b", 100)
+    driver.locks.release("job:invoice:7", "a")
 
 
 # -- queue names, errors ---------------------------------------------------------------------------
@@ -438,7 +438,7 @@ def test_a_connection_from_settings_opens_with_its_visibility_as_the_reservation
     try:
         assert driver.settings.visibility_timeout == 31 and driver.reservation == conn.reservation == 31
         assert driver.describe() == f"sqs {endpoint}/{ACCOUNT}/{base} ({REGION}, via {endpoint})"
-        assert driver.pending_count("default") == 0
+        assert pending(driver, "default") == 0
     finally:
         driver.close()
 
@@ -522,9 +522,9 @@ def test_a_wait_attribute_that_is_not_a_number_is_failed_with_why(
     assert res.id == sent["MessageId"] and res.attempt == 1
     assert res.decode_error == f"the message attribute {name} is not a finite number of seconds"
     driver.fail(res, res.decode_error)
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.body == env.encode() and failed.error == res.decode_error and failed.queue == "default"
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_attributes_the_driver_does_not_read_change_nothing(open_driver: Callable[..., SqsDriver]) -> None:
@@ -550,7 +550,7 @@ def test_an_envelope_out_of_range_is_handed_out_to_be_failed(
     (res,) = driver.reserve(["default"], 5)
     assert res.id == sent["MessageId"] and res.decode_error and why in res.decode_error
     driver.fail(res, res.decode_error)
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.body == body and failed.id == sent["MessageId"]
 
 
@@ -561,9 +561,9 @@ def test_a_failed_job_near_the_size_limit_keeps_its_body_and_the_end_of_its_erro
     body = "not json " + "\u00e9" * (MAX_BODY // 2 - 10)  # two bytes a character: just under MAX_BODY
     inject(driver, "default", body)
     (res,) = driver.reserve(["default"], 1)
-    driver._failed._max = 256 * 1024  # the failed queue at SQS's old default size (this server takes 1 MiB)
+    driver.failed._max = 256 * 1024  # the failed queue at SQS's old default size (this server takes 1 MiB)
     driver.fail(res, "x" * 40_000 + "the end")
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.body == body.encode() and failed.error.endswith("the end")
     assert 1024 < len(failed.error) < 4096, "the error keeps what fits beside the body"
 
@@ -575,7 +575,7 @@ def test_a_body_larger_than_the_failed_store_takes_is_kept_cut_with_its_length(
     driver = open_driver()
     inject(driver, "default", "y" * 20_000)
     (res,) = driver.reserve(["default"], 1)
-    driver._failed._max = 10_000  # as if the failed queue's MaximumMessageSize were 10,000 bytes
+    driver.failed._max = 10_000  # as if the failed queue's MaximumMessageSize were 10,000 bytes
     driver.fail(res, "too big: " + "z" * 20_000)
     got = driver.client.receive_message(QueueUrl=driver.queues.failed_url(), MessageAttributeNames=["All"])
     (raw,) = got["Messages"]
@@ -592,7 +592,7 @@ def test_a_push_over_the_limit_is_refused_before_anything_is_sent(open_driver: C
     with pytest.raises(PayloadTooLarge, match=rf"job {big.id} .* at most {MAX_BODY}") as caught:
         driver.push([small, big])
     assert "xxxxxxxxxx" not in str(caught.value)
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
 
 
 def test_malformed_failed_store_attributes_are_read_as_far_as_they_go(
@@ -603,7 +603,7 @@ def test_malformed_failed_store_attributes_are_read_as_far_as_they_go(
     admin.send_message(QueueUrl=driver.queues.failed_url(), MessageBody=env.encode().decode(), MessageAttributes={
         "jb-id": attr("String", env.id), "jb-attempts": attr("Number", "several"),
         "jb-failed-at": attr("String", "yesterday"), "jb-error": attr("String", "boom")})
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert (failed.id, failed.attempts, failed.error) == (env.id, 2, "boom")
     assert abs(failed.failed_at - time.time()) < 60  # the server's SentTimestamp stands in
 

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from jobbridge import JobBridge, Settings
 from jobbridge.drivers.database.engine import parse_url
+from jobbridge.testing.contract import pending
 from tests.drivers.database_servers import DIALECTS, fresh_database
 from tests.unit.jobs import Notify, Unique
 
@@ -46,7 +47,7 @@ def test_order_and_job_commit_together(setup: tuple[JobBridge, sa.Engine]) -> No
         assert bridge.dispatch(Notify(post_id=1), transaction=session)
         assert bridge.dispatch(Unique(invoice_id=1), transaction=session)
     assert count_orders(engine) == 1
-    assert bridge.driver().pending_count("mail") == 1
+    assert pending(bridge.driver(), "mail") == 1
     assert bridge.dispatch(Unique(invoice_id=1)) is None  # its lock committed too
 
 
@@ -59,8 +60,8 @@ def test_a_rollback_leaves_neither_order_job_nor_lock(setup: tuple[JobBridge, sa
         assert bridge.dispatch(Unique(invoice_id=2), transaction=conn)
         tx.rollback()
     assert count_orders(engine) == 0
-    assert bridge.driver().pending_count("mail") == 0
-    assert bridge.driver().pending_count("default") == 0
+    assert pending(bridge.driver(), "mail") == 0
+    assert pending(bridge.driver(), "default") == 0
     assert bridge.dispatch(Unique(invoice_id=2)) is not None  # no lock left behind
 
 
@@ -70,7 +71,7 @@ def test_workers_do_not_see_the_job_before_commit(setup: tuple[JobBridge, sa.Eng
         session.execute(orders.insert().values(id=3))
         bridge.dispatch(Notify(post_id=3), transaction=session)
         # a read from another connection; on SQLite a claim would wait for this writer to commit
-        assert bridge.driver().pending_count("mail") == 0
+        assert pending(bridge.driver(), "mail") == 0
         if engine.dialect.name != "sqlite":
             assert bridge.driver().reserve(["mail"], 5) == []
     assert len(bridge.driver().reserve(["mail"], 5)) == 1

@@ -57,6 +57,10 @@ def duplicates(runs: Iterable[Run]) -> int:
     return sum(count - 1 for count in times_run(runs).values())
 
 
+#: after its banner, how long a worker is given to install its signal handlers
+STARTUP_GRACE = 0.5
+
+
 class Workers:
     """`jobbridge worker` processes on one app and environment; each one's output goes to its own log."""
 
@@ -94,8 +98,17 @@ class Workers:
         assert proc.wait(30) == -signal.SIGKILL
 
     def stop(self, procs: Iterable[subprocess.Popen[bytes]], timeout: float = 60) -> dict[int, int]:
-        """SIGTERM, then each exit status by pid: a graceful stop exits 0."""
+        """SIGTERM, then each exit status by pid: a graceful stop exits 0.
+
+        A process is signalled only once it has printed its banner and had a moment to install its
+        signal handlers: a SIGTERM during interpreter start-up ends any Python process with -15, which
+        says nothing about the worker (a freshly started replacement had held nothing yet).
+        """
         procs = list(procs)
+        for proc in procs:
+            wait_for(lambda proc=proc: proc.poll() is not None or bool(self.output(proc)),
+                     f"worker {proc.pid} to start")
+        time.sleep(STARTUP_GRACE)
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
         codes = {}

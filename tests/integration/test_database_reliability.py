@@ -30,6 +30,7 @@ from jobbridge import JobBridge
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.errors import DriverUnavailable
 from jobbridge.settings import Settings
+from jobbridge.testing.contract import pending
 from tests.drivers.database_servers import fresh_mariadb, fresh_postgres
 from tests.integration import reliability_app as app
 from tests.integration.pg_server import own_postgres
@@ -67,7 +68,7 @@ class Store:
 
     def assert_empty(self) -> None:
         assert self.driver.counts() == [], "nothing left ready, delayed or reserved"
-        assert self.driver.failed_count() == 0, [f.error for f in self.driver.failed_jobs(5)]
+        assert self.driver.failed.count() == 0, [f.error for f in self.driver.failed.list(5)]
 
     def close(self) -> None:
         self.workers.close()
@@ -146,7 +147,7 @@ def test_a_worker_sigkilled_every_few_seconds_loses_nothing(dialect: str, tmp_pa
         kills: list[Kill] = []
         turn = 0
         deadline = began + 240
-        while store.driver.pending_count("default"):  # until every job is acknowledged
+        while pending(store.driver, "default"):  # until every job is acknowledged
             assert time.monotonic() < deadline, "timed out waiting for every job to be acknowledged"
             due = len(kills) < KILLS and store.runs.finished() >= KILL_EVERY * (len(kills) + 1)
             index = next_victim(store, slots, turn) if due else None
@@ -249,7 +250,7 @@ def test_a_postgresql_restart_mid_drain_loses_no_dispatched_job(tmp_path: Path) 
 
             wanted = set(backlog) | set(dispatcher.ids)
             wait_for(lambda: wanted <= store.runs.ids_run(), "every returned id to run, without new workers")
-            wait_for(lambda: store.driver.pending_count("default") == 0, "every job to be acknowledged")
+            wait_for(lambda: pending(store.driver, "default") == 0, "every job to be acknowledged")
             assert all(proc.poll() is None for proc in procs), "the workers rode the restart out"
             codes = store.workers.stop(procs)
             assert set(codes.values()) == {0}, codes

@@ -118,7 +118,7 @@ class Store:
 
     def verdict(self, good: list[str], bad: dict[str, str], proc: Any) -> None:
         code = self.workers.exited(proc)
-        assert_outcome(good=good, bad=bad, runs=self.runs.all(), failed=self.driver.failed_jobs(10 * MIXED),
+        assert_outcome(good=good, bad=bad, runs=self.runs.all(), failed=self.driver.failed.list(10 * MIXED),
                        exit_code=code, output=self.workers.output(proc), expect=self.expect())
         assert self.driver.counts() == [], "every row acknowledged or failed"
 

@@ -32,6 +32,7 @@ from confluent_kafka import Producer
 from jobbridge import JobBridge
 from jobbridge.envelope import FailedJob, new_id
 from jobbridge.settings import Settings
+from jobbridge.testing.contract import pending
 from tests.drivers.database_servers import fresh_database
 from tests.integration import poison_app
 from tests.integration.poison import EXPECT, Expect, assert_outcome, envelope, poison_bodies, start_worker
@@ -133,10 +134,10 @@ def test_poison_on_sqs_beside_fifty_good_jobs(sqs_base: str, tmp_path: Path) -> 
                 sent[kind] = (job_id, answer["MessageId"])
         proc = start_worker(workers, [QUEUE])
         workers.exited(proc, timeout=300)
-        failed = driver.failed_jobs(1000)
+        failed = driver.failed.list(1000)
         bad = sqs_ids(sent, failed, runs)
         verdict(workers, proc, runs, good, bad, failed, SQS_KINDS)
-        assert driver.pending_count(QUEUE) == 0
+        assert pending(driver, QUEUE) == 0
     finally:
         workers.close()
         bridge.close()
@@ -227,8 +228,8 @@ def test_poison_on_kafka_beside_fifty_good_jobs(tmp_path: Path) -> None:
             good, bad = write_kafka_mix(bridge, driver)
             proc = start_worker(workers, [QUEUE])
             workers.exited(proc, timeout=300)
-            verdict(workers, proc, runs, good, bad, driver.failed_jobs(1000), KAFKA_KINDS)
-            assert driver.pending_count(QUEUE) == 0
+            verdict(workers, proc, runs, good, bad, driver.failed.list(1000), KAFKA_KINDS)
+            assert pending(driver, QUEUE) == 0
         finally:
             workers.close()
             bridge.close()

@@ -23,6 +23,7 @@ import redis
 
 from jobbridge import JobBridge
 from jobbridge.settings import Settings
+from jobbridge.testing.contract import pending
 from tests.drivers.redis_helpers import drop_keys
 from tests.drivers.redis_server import own_redis
 from tests.integration import reliability_app as app
@@ -60,9 +61,9 @@ class RedisStore:
         return set(ids) <= self.runs.ids_done()
 
     def assert_empty(self) -> None:
-        assert self.driver.pending_count("default") == 0
+        assert pending(self.driver, "default") == 0
         assert self.driver.counts() == [], "nothing left ready, delayed or reserved"
-        assert self.driver.failed_count() == 0, [f.error for f in self.driver.failed_jobs(5)]
+        assert self.driver.failed.count() == 0, [f.error for f in self.driver.failed.list(5)]
 
     def close(self) -> None:
         self.workers.close()
@@ -103,7 +104,7 @@ def test_a_worker_killed_mid_job_has_its_jobs_run_again_after_the_reservation(
     second = store.workers.start("--concurrency", "4", "--sleep", "0.05")
     wait_for(lambda: store.done(slow + quick), "every job to run on the second worker")
     came_back = time.monotonic() - killed_at
-    wait_for(lambda: store.driver.pending_count("default") == 0, "the acknowledgements")
+    wait_for(lambda: pending(store.driver, "default") == 0, "the acknowledgements")
     assert store.workers.stop([second]) == {second.pid: 0}
     store.assert_empty()
 
@@ -149,7 +150,7 @@ def test_workers_go_on_consuming_after_redis_restarts(tmp_path: Path) -> None:
             wait_for(lambda: store.done(second), "the second batch, after a restart mid-drain")
             third = store.bridge.dispatch_many(app.Tick(n=i) for i in range(300))
             wait_for(lambda: store.done(third), "jobs dispatched after the restarts, to the same workers")
-            wait_for(lambda: store.driver.pending_count("default") == 0, "every job to be acknowledged")
+            wait_for(lambda: pending(store.driver, "default") == 0, "every job to be acknowledged")
             wait_for(lambda: blocked_clients(server.url) >= 2, "both workers to block again, on the new server")
             assert all(proc.poll() is None for proc in procs), "no worker died or was restarted"
             runs = store.runs.all()
@@ -175,7 +176,7 @@ def test_a_job_longer_than_its_reservation_runs_once_with_its_worker_alive(
     workers = [store.worker("--concurrency", "2", "--sleep", "0.05") for _ in range(2)]
     job_id = store.bridge.dispatch(app.Slow(tag="long", seconds=8))
     wait_for(lambda: store.done([job_id]), "the long job", timeout=60)
-    wait_for(lambda: store.driver.pending_count("default") == 0, "its acknowledgement")
+    wait_for(lambda: pending(store.driver, "default") == 0, "its acknowledgement")
     assert all(proc.poll() is None for proc in workers)
     codes = store.workers.stop(workers)
     assert set(codes.values()) == {0}, codes

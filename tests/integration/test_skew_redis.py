@@ -20,6 +20,7 @@ import pytest
 
 from jobbridge import JobBridge
 from jobbridge.settings import Settings
+from jobbridge.testing.contract import pending
 from tests.drivers.redis_helpers import drop_keys
 from tests.integration import reliability_app as app
 from tests.integration.reliability_support import FileRunsReader, Workers, times_run, wait_for
@@ -47,7 +48,7 @@ def test_a_worker_a_minute_ahead_runs_no_job_twice(tmp_path: Path) -> None:
         wait_for(lambda: len(runs.all()) >= 3, "the normal worker to be running jobs")
         skewed = ahead.start("--concurrency", "3", "--sleep", "0.05")
         wait_for(lambda: set(ids) <= runs.ids_done(), "every job to finish", timeout=90)
-        wait_for(lambda: bridge.driver().pending_count("default") == 0, "every job to be acknowledged")
+        wait_for(lambda: pending(bridge.driver(), "default") == 0, "every job to be acknowledged")
         assert first.poll() is None and skewed.poll() is None, "both workers still running"
         assert normal.stop([first]) == {first.pid: 0} and ahead.stop([skewed]) == {skewed.pid: 0}
 
@@ -56,7 +57,7 @@ def test_a_worker_a_minute_ahead_runs_no_job_twice(tmp_path: Path) -> None:
         twice = sorted(job_id for job_id, count in ran.items() if count > 1)
         assert not twice, f"{len(twice)} of {JOBS} jobs ran more than once: a lease was judged by a skewed clock"
         assert {run.pid for run in all_runs} == {first.pid, skewed.pid}, "both workers took jobs"
-        assert bridge.driver().failed_count() == 0
+        assert bridge.driver().failed.count() == 0
         print(f"\n[redis skew] a worker {SKEW:g}s ahead beside a normal one, {LEASE:g}s reservation, {JOBS} jobs "
               f"of 2s: {len(all_runs)} runs, none twice "
               f"({sum(run.pid == skewed.pid for run in all_runs)} on the skewed worker)")

@@ -21,6 +21,7 @@ import pytest
 
 from jobbridge import JobBridge
 from jobbridge.settings import Settings
+from jobbridge.testing.contract import pending
 from tests.integration import app_jobs
 
 pytestmark = pytest.mark.slow
@@ -114,7 +115,7 @@ def test_three_processes_drain_5000_jobs_each_exactly_once(tmp_path: Path) -> No
         ran = Counter(fields[1] for fields in env.events("ran"))
         assert len(ran) == 5000 and set(ran) == set(ids)
         assert [job for job, times in ran.items() if times != 1] == [], "every job ran exactly once"
-        assert env.bridge.driver().pending_count("default") == 0
+        assert pending(env.bridge.driver(), "default") == 0
         total = sum(int(re.search(r"Processed (\d+)", env.output(p)).group(1)) for p in procs)  # type: ignore[union-attr]
         assert total == 5000
     finally:
@@ -136,7 +137,7 @@ def test_a_worker_killed_mid_job_loses_nothing(env: Env) -> None:
     assert done[1] == job_id and done[3] == "2" and done[4] == str(second.pid)
     # the lease (3 s) lapses, then the next reclaim (every half lease) hands it out: a generous bound
     assert took < LEASE * 4, f"it came back within about one lease ({took:.1f}s)"
-    wait_for(lambda: env.bridge.driver().pending_count("default") == 0, "the acknowledgement")
+    wait_for(lambda: pending(env.bridge.driver(), "default") == 0, "the acknowledgement")
 
 
 def test_sigterm_lets_the_running_job_finish(env: Env) -> None:
@@ -147,14 +148,14 @@ def test_sigterm_lets_the_running_job_finish(env: Env) -> None:
     assert exited(proc) == 0
     assert len(env.events("done", "t")) == 1
     assert "Processed 1 job attempt(s): 1 succeeded" in env.output(proc)
-    assert env.bridge.driver().pending_count("default") == 0
+    assert pending(env.bridge.driver(), "default") == 0
 
 
 def test_a_pure_python_loop_is_stopped_at_its_timeout_and_the_worker_stays_healthy(env: Env) -> None:
     spin_id = env.bridge.dispatch(app_jobs.Spin())
     proc = env.worker("--concurrency", "1")
-    wait_for(lambda: env.bridge.driver().failed_count() == 1, "both attempts to time out")
-    (failed,) = env.bridge.driver().failed_jobs()
+    wait_for(lambda: env.bridge.driver().failed.count() == 1, "both attempts to time out")
+    (failed,) = env.bridge.driver().failed.list()
     assert failed.id == spin_id and failed.attempts == 2 and failed.error.startswith("JobTimeout")
     env.bridge.dispatch(app_jobs.Record(n=1))
     wait_for(lambda: env.events("ran"), "the next job, on the same thread")

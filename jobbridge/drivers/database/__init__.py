@@ -22,8 +22,13 @@ host's on SQLite, unless a test injected a clock. An encoded job is at most
 
 Settings: `jobbridge.drivers.database.settings` declares them (``SCHEMA``: each
 key's type and bounds, and the keys refused with what to write instead). `open`
-creates missing tables (`DatabaseDriver.migrate`), so a fresh SQLite file works
-with no setup step.
+imports the URL's client library first (psycopg, PyMySQL: a missing one names
+the extra to install), creates missing tables (`DatabaseDriver.migrate`), so a
+fresh SQLite file works with no setup step, and runs the start-up check
+(`DatabaseDriver.check`: on MariaDB, the size limit the server's packet allows)
+before the first push. Opened for a command that only reads or repairs a store
+(``Resources.create`` false), it creates nothing and refuses a store that is
+not there (`opening`).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from jobbridge.drivers import lazy_exports
-from jobbridge.drivers.database.settings import REFUSED, SETTINGS, parse_settings
+from jobbridge.drivers.database.settings import REFUSED, SETTINGS, parse_settings, parse_timeouts
 
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources
@@ -46,13 +51,27 @@ __getattr__ = lazy_exports(__name__, {"DatabaseDriver": "driver", "SCHEMA_VERSIO
 
 
 def open(settings: Mapping[str, Any], resources: Resources) -> DatabaseDriver:
-    """Build the driver from validated settings and create its tables if they are missing."""
-    from jobbridge.drivers.database import driver
+    """Build the driver from validated settings and create its tables if they are missing.
+
+    With ``resources.create`` false it creates nothing, and a store that is not
+    there (no SQLite file, no tables) is an error naming it (`opening`).
+    """
+    from jobbridge.drivers.database import driver, opening
+    from jobbridge.drivers.database.engine import parse_url
 
     url, reservation = parse_settings(settings)
-    opened = driver.DatabaseDriver(url, reservation=reservation, clock=resources.clock)
+    parsed = parse_url(url)
+    opening.require_client(parsed)
+    if not resources.create:
+        opening.require_file(parsed)
+    opened = driver.DatabaseDriver(url, reservation=reservation, clock=resources.clock,
+                                   timeouts=parse_timeouts(settings))
     try:
-        opened.migrate()
+        if resources.create:
+            opened.migrate()
+        else:
+            opening.require_tables(opened.engine, opened.url)
+        opened.check()
     except BaseException:
         opened.close()
         raise

@@ -10,19 +10,19 @@ the database server's clock (`server_clock`), so workers whose own clocks
 disagree still agree on when a lease lapsed. No one row can stop a queue: a
 body that does not decode, or an attempt count out of range, is handed out to
 be failed (`jobbridge.envelope.reservation_from_body`), and the failed store
-takes every outcome (`failed.move`).
+takes every outcome (`failed.move`). The failed store (``driver.failed``) and
+the unique-job locks (``driver.locks``) are their own objects on the same engine
+(`failed.FailedStore`, `locks.LockStore`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
@@ -42,15 +42,19 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of
 from jobbridge.drivers.base import Capabilities
-from jobbridge.drivers.database import failed, migrations
+from jobbridge.drivers.database import failed, migrations, purge
+from jobbridge.drivers.database.after_fork import reset_after_fork
 from jobbridge.drivers.database.claims import ClaimedRow, claim_for, reservation_of
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, build_engine, describe, parse_url
-from jobbridge.drivers.database.failures import translated, write_transaction
+from jobbridge.drivers.database.failures import read_transaction, translated, write_transaction
 from jobbridge.drivers.database.joined import joined_connection
 from jobbridge.drivers.database.limits import encoded, max_message_bytes, packet_limit
-from jobbridge.drivers.database.locks import Locks
+from jobbridge.drivers.database.locks import LockStore
+from jobbridge.drivers.database.notify import notify
+from jobbridge.drivers.database.schedules import DatabaseSchedules
 from jobbridge.drivers.database.schema import jobs
 from jobbridge.drivers.database.server_clock import server_clock
+from jobbridge.drivers.database.settings import Timeouts
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 
 if TYPE_CHECKING:
@@ -60,7 +64,6 @@ T = TypeVar("T")
 log = logging.getLogger("jobbridge.drivers.database")
 
 _PUSHED = ("id", "queue", "name", "body", "attempts", "available_at", "created_at")
-_NOTIFY = text("SELECT pg_notify('jobbridge_jobs', q) FROM unnest(CAST(:queues AS text[])) AS q")
 _IS_HELD = (jobs.c.id == bindparam("job_id")) & (jobs.c.token == bindparam("held_token"))
 _RELEASE = update(jobs).where(_IS_HELD).values(token=None, reserved_until=None, available_at=bindparam("due"))
 _FORGET = delete(jobs).where(_IS_HELD)
@@ -74,7 +77,6 @@ _RECLAIM = (
 # min() is read off the lease index's first entry on every dialect, whatever the planner's statistics
 _EARLIEST_LEASE = select(func.min(jobs.c.reserved_until))
 _MAX_PACKET = text("SELECT @@max_allowed_packet")
-_PENDING = select(func.count()).select_from(jobs).where(jobs.c.queue == bindparam("queue"))
 
 
 def _insert_sql(paramstyle: str) -> str:
@@ -95,26 +97,29 @@ def _held(reservations: Sequence[Reservation]) -> ColumnElement[bool]:
 class DatabaseDriver:
     """Jobs as rows of ``jobbridge_jobs``, claimed by a conditional UPDATE under a token."""
 
-    def __init__(self, url: str, *, reservation: float = 60.0, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, url: str, *, reservation: float = 60.0, clock: Clock = SYSTEM_CLOCK,
+                 timeouts: Timeouts | None = None) -> None:
         self.url = parse_url(url)
         self.reservation = reservation
-        self.engine = build_engine(self.url)
+        self.engine = build_engine(self.url, timeouts)
         self.dialect: str = self.engine.dialect.name
         self.clock = server_clock(self.engine, self.dialect, clock)
         self.max_message_bytes = max_message_bytes(self.dialect)
         self.capabilities = Capabilities(
             is_deferred=True, survives_a_restart=True, needs_a_worker=True,
             may_lose_an_accepted_job=False, delayed_push=True, per_message_release=True,
-            priorities=True, transactional_push=True, shared_locks=True,
+            priorities=True, transactional_push=True,
             blocking_reserve=self.dialect == POSTGRESQL, max_message_bytes=self.max_message_bytes,
         )
+        self.failed = failed.FailedStore(self.engine, self.dialect, self.clock)
+        self.locks = LockStore(self.engine, self.dialect, self.clock, self._joined)
+        self.schedules = DatabaseSchedules(self)
         self._claim = claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
-        self._locks = Locks(self.dialect)
         self._returning = self.dialect != MYSQL  # MariaDB has no UPDATE ... RETURNING
         self._listener: Listener | None = None
         self._listener_lock = threading.Lock()
-        _after_fork_in_child(self)
+        reset_after_fork(self, _forget_listener)
 
     def __repr__(self) -> str:
         return f"<DatabaseDriver {self.describe()}>"
@@ -129,16 +134,13 @@ class DatabaseDriver:
         """
         return write_transaction(self.engine, action, work)
 
-    @contextmanager
-    def _read(self, action: str) -> Iterator[Connection]:
+    def _read(self, action: str) -> AbstractContextManager[Connection]:
         """A read-only look (SQLite: a deferred ``BEGIN``, so readers never queue behind writers)."""
-        with translated(action), self.engine.connect() as conn:
-            yield conn.execution_options(jobbridge_begin="BEGIN")
+        return read_transaction(self.engine, action)
 
     def _notify(self, conn: Connection, queues: Sequence[str]) -> None:
         # Delivered by PostgreSQL when (and only if) this transaction commits.
-        if self.dialect == POSTGRESQL and queues:
-            conn.execute(_NOTIFY, {"queues": sorted(set(queues))})
+        notify(conn, self.dialect, queues)
 
     # -- push ---------------------------------------------------------------
 
@@ -286,64 +288,30 @@ class DatabaseDriver:
 
         return self._write("reclaim lapsed reservations", reclaim)
 
-    # -- the failed store and counts -----------------------------------------
-
-    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
-        with self._read("list failed jobs") as conn:
-            return failed.newest(conn, limit)
-
-    def retry_failed(self, id_or_all: str) -> int:
-        now = self.clock.now()  # read before the transaction: the server's clock takes a connection of its own
-
-        def retry(conn: Connection) -> list[str]:
-            queues = failed.retry_batch(conn, id_or_all, now)
-            self._notify(conn, queues)
-            return queues
-
-        total = 0
-        while True:
-            queues = self._write("retry failed jobs", retry)
-            total += len(queues)
-            if id_or_all != "all" or len(queues) < failed.RETRY_BATCH:
-                return total
-
-    def flush_failed(self) -> int:
-        return self._write("flush failed jobs", failed.flush)
-
-    def failed_count(self) -> int:
-        with self._read("count failed jobs") as conn:
-            return failed.count(conn)
-
-    def pending_count(self, queue: str) -> int:
-        with self._read("count pending jobs") as conn:
-            return int(conn.execute(_PENDING, {"queue": queue}).scalar_one())
+    # -- counts, schema, life cycle ------------------------------------------
 
     def counts(self) -> list[QueueCounts]:
         with self._read("count jobs") as conn:
             rows = conn.execute(_counts_query(self.clock.now())).all()
         return [QueueCounts(q, int(total) - int(r) - int(d), int(d), int(r)) for q, total, r, d in rows]
 
-    # -- locks, schema, life cycle -------------------------------------------
-
-    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        now = self.clock.now()
-        if transaction is not None:
-            # In the caller's transaction: a rollback drops the lock with the job row, and on
-            # SQLite a second connection would wait on the caller's own write lock until commit.
-            conn = self._joined(transaction)
-            with translated("take a unique lock in the caller's transaction"):
-                return self._locks.acquire(conn, key=key, owner=owner, now=now, until=now + ttl)
-        return self._write("take a unique lock", lambda conn: self._locks.acquire(
-            conn, key=key, owner=owner, now=now, until=now + ttl))
-
-    def release_lock(self, key: str, owner: str) -> None:
-        self._write("release a unique lock", lambda conn: self._locks.release(conn, key=key, owner=owner))
+    def purge(self, queues: Sequence[str]) -> int:
+        """Delete the waiting rows of ``queues`` and their unique-job locks, in batches (`purge`)."""
+        return purge.purge(self.engine, queues)
 
     def migrate(self) -> None:
         now = self.clock.now()
         with translated("migrate the jobbridge tables"):
             migrations.migrate(self.engine, now)
-            if self.dialect == MYSQL:
+
+    def check(self) -> None:
+        """On MariaDB, fit the size limit to the server's ``max_allowed_packet`` (warned when lower).
+
+        `open` runs it too, before the first push: a dispatching process runs no
+        worker, and a job the packet cannot carry must be refused at dispatch.
+        """
+        if self.dialect == MYSQL:
+            with translated("read the server's max_allowed_packet"):
                 self._fit_packet()
 
     def _fit_packet(self) -> None:
@@ -374,14 +342,6 @@ def _counts_query(now: float) -> Select[Any]:
     return select(jobs.c.queue, func.count(), reserved, delayed).group_by(jobs.c.queue).order_by(jobs.c.queue)
 
 
-def _after_fork_in_child(driver: DatabaseDriver) -> None:
-    """A forked child must not share the parent's sockets: it starts with an empty pool and no listener."""
-    ref = weakref.ref(driver)
-
-    def reset() -> None:
-        child = ref()
-        if child is not None:
-            child.engine.dispose(close=False)
-            child._listener = None
-
-    os.register_at_fork(after_in_child=reset)
+def _forget_listener(driver: DatabaseDriver) -> None:
+    """In a forked child: the parent's listener thread is not there (the pool is emptied beside this)."""
+    driver._listener = None

@@ -1,7 +1,7 @@
 """The failed store, ``jobbridge_failed_jobs``: what gave up, listed, retried and flushed.
 
-A failed row keeps the job's id, so ``retry_failed`` puts the same job back
-and the id a user saw in a log or an alert still finds it.
+A failed row keeps the job's id, so a retry (`FailedStore.retry`) puts the same
+job back and the id a user saw in a log or an alert still finds it.
 
 The failed store must take every outcome, or the worker that cannot store one
 holds its whole batch: so a failed row's name and queue are cut to fit their
@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    Engine,
     Insert,
     Integer,
     LargeBinary,
@@ -31,24 +32,25 @@ from sqlalchemy import (
     select,
 )
 
+from jobbridge.clock import Clock
+from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.database.engine import SQLITE
+from jobbridge.drivers.database.failures import read_transaction, write_transaction
 from jobbridge.drivers.database.limits import fitted, fitted_error
+from jobbridge.drivers.database.notify import notify
 from jobbridge.drivers.database.schema import failed_jobs, jobs
 from jobbridge.drivers.database.types import TIME
 from jobbridge.envelope import Envelope, FailedJob
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
 
-#: how many failed rows ``retry_failed("all")`` moves per transaction
+#: how many failed rows ``retry("all")`` moves per transaction
 RETRY_BATCH = 500
 
 _FORGET = delete(failed_jobs).where(failed_jobs.c.id == bindparam("job_id"))
 _COUNT = select(func.count()).select_from(failed_jobs)
-_NEWEST = (
-    select(failed_jobs.c.id, failed_jobs.c.queue, failed_jobs.c.name, failed_jobs.c.attempts,
-           failed_jobs.c.error, failed_jobs.c.failed_at, failed_jobs.c.body)
-    .order_by(failed_jobs.c.failed_at.desc(), failed_jobs.c.id.desc())
-    .limit(bindparam("limit"))
-)
+_ROW = select(failed_jobs.c.id, failed_jobs.c.queue, failed_jobs.c.name, failed_jobs.c.attempts,
+             failed_jobs.c.error, failed_jobs.c.failed_at, failed_jobs.c.body)
+_ONE = _ROW.where(failed_jobs.c.id == bindparam("job_id"))
 _PICK = select(failed_jobs.c.id, failed_jobs.c.queue, failed_jobs.c.name, failed_jobs.c.body)
 
 
@@ -80,22 +82,70 @@ def move(conn: Connection, failed: FailedJob, dialect: str) -> None:
     conn.execute(_MOVE_SQLITE if dialect == SQLITE else _MOVE, _fitted(failed))
 
 
-def newest(conn: Connection, limit: int) -> list[FailedJob]:
-    """The newest ``limit`` failures first."""
-    return [FailedJob(*row) for row in conn.execute(_NEWEST, {"limit": limit})]
+class FailedStore:
+    """The database driver's failed store, on the driver's engine; a retry wakes PostgreSQL's listeners."""
+
+    def __init__(self, engine: Engine, dialect: str, clock: Clock) -> None:
+        self.engine, self.dialect, self.clock = engine, dialect, clock
+
+    def retry(self, id_or_all: str) -> int:
+        """Back on its queue with the same id, in batches of `RETRY_BATCH` so no transaction grows unbounded."""
+        now = self.clock.now()  # read before the transaction: the server's clock takes a connection of its own
+
+        def retry(conn: Connection) -> list[str]:
+            queues = _retry_batch(conn, id_or_all, now)
+            notify(conn, self.dialect, queues)
+            return queues
+
+        total = 0
+        while True:
+            queues = write_transaction(self.engine, "retry failed jobs", retry)
+            total += len(queues)
+            if id_or_all != "all" or len(queues) < RETRY_BATCH:
+                return total
+
+    def flush(self) -> int:
+        return write_transaction(self.engine, "flush failed jobs", _flush)
+
+    def count(self) -> int:
+        with read_transaction(self.engine, "count failed jobs") as conn:
+            return _count(conn)
+
+    def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
+        with read_transaction(self.engine, "list failed jobs") as conn:
+            return _list(conn, limit, where or FailedFilter())
+
+    def get(self, job_id: str) -> FailedJob | None:
+        with read_transaction(self.engine, "read a failed job") as conn:
+            row = conn.execute(_ONE, {"job_id": job_id}).first()
+        return None if row is None else FailedJob(*row)
 
 
-def count(conn: Connection) -> int:
+def _list(conn: Connection, limit: int, where: FailedFilter) -> list[FailedJob]:
+    """The newest ``limit`` failures first, filtered in the query: each filter has an index that
+    ends in ``failed_at`` (`schema.failed_jobs`), so the newest matches are read off it in order."""
+    query = _ROW
+    if where.queue is not None:
+        query = query.where(failed_jobs.c.queue == where.queue)
+    if where.name is not None:
+        query = query.where(failed_jobs.c.name == where.name)
+    if where.since is not None:
+        query = query.where(failed_jobs.c.failed_at >= where.since)
+    query = query.order_by(failed_jobs.c.failed_at.desc(), failed_jobs.c.id.desc()).limit(limit)
+    return [FailedJob(*row) for row in conn.execute(query)]
+
+
+def _count(conn: Connection) -> int:
     """How many failures the store holds."""
     return int(conn.execute(_COUNT).scalar_one())
 
 
-def flush(conn: Connection) -> int:
+def _flush(conn: Connection) -> int:
     """Delete every failure; return how many there were."""
     return int(conn.execute(delete(failed_jobs)).rowcount)
 
 
-def retry_batch(conn: Connection, id_or_all: str, now: float) -> list[str]:
+def _retry_batch(conn: Connection, id_or_all: str, now: float) -> list[str]:
     """Move one failed job, or up to `RETRY_BATCH` of all of them, back; return each one's queue.
 
     The failed rows are read ``FOR UPDATE`` (SQLite: under its write lock) so

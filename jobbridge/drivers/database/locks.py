@@ -13,11 +13,14 @@ a digest of the whole, so long unique ids still lock, each its own row.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
-from sqlalchemy import Connection, Insert, bindparam, delete, update
+from sqlalchemy import Connection, Engine, Insert, bindparam, delete, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
+from jobbridge.clock import Clock
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL
+from jobbridge.drivers.database.failures import translated, write_transaction
 from jobbridge.drivers.database.limits import NAME_WIDTH
 from jobbridge.drivers.database.schema import locks
 from jobbridge.errors import StoreRefused
@@ -56,13 +59,38 @@ def stored_key(key: object) -> str:
     return f"{key[:NAME_WIDTH - _DIGEST - 1]}#{digest}"
 
 
-class Locks:
-    """The two lock operations for one dialect, with their statements built once."""
+class LockStore:
+    """``jobbridge_locks`` on the driver's engine, shared by every process on the database.
 
-    def __init__(self, dialect: str) -> None:
+    ``join`` turns a caller's transaction into its connection (checked to be on
+    the driver's database), so that a lock taken at a transactional dispatch is
+    rolled back with the job row.
+    """
+
+    shared = True
+
+    def __init__(self, engine: Engine, dialect: str, clock: Clock, join: Callable[[object], Connection]) -> None:
+        self.engine, self.clock, self._join = engine, clock, join
         self._insert = _insert_unless_taken(dialect)
 
-    def acquire(self, conn: Connection, *, key: str, owner: str, now: float, until: float) -> bool:
+    def acquire(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
+        now = self.clock.now()
+        if transaction is not None:
+            # In the caller's transaction: a rollback drops the lock with the job row, and on
+            # SQLite a second connection would wait on the caller's own write lock until commit.
+            conn = self._join(transaction)
+            with translated("take a unique lock in the caller's transaction"):
+                return self._acquire(conn, key=key, owner=owner, now=now, until=now + ttl)
+        return write_transaction(self.engine, "take a unique lock", lambda conn: self._acquire(
+            conn, key=key, owner=owner, now=now, until=now + ttl))
+
+    def release(self, key: str, owner: str) -> None:
+        """Drop ``key`` if ``owner`` holds it; someone else's lock stays (a key no lock can have: nothing)."""
+        if isinstance(key, str):
+            write_transaction(self.engine, "release a unique lock", lambda conn: conn.execute(
+                _RELEASE, {"lock_key": stored_key(key), "old_owner": owner}))
+
+    def _acquire(self, conn: Connection, *, key: str, owner: str, now: float, until: float) -> bool:
         """Take ``key`` for ``owner`` until ``until`` unless someone holds it past ``now``."""
         key = stored_key(key)
         params = {"lock_key": key, "now": now, "new_owner": owner, "until": until}
@@ -70,8 +98,3 @@ class Locks:
             return True
         inserted = conn.execute(self._insert, {"key": key, "owner": owner, "expires_at": until})
         return inserted.rowcount == 1
-
-    def release(self, conn: Connection, *, key: str, owner: str) -> None:
-        """Drop ``key`` if ``owner`` holds it; someone else's lock stays (a key no lock can have: nothing)."""
-        if isinstance(key, str):
-            conn.execute(_RELEASE, {"lock_key": stored_key(key), "old_owner": owner})

@@ -25,7 +25,8 @@ when it is missing.
 
 Settings: `jobbridge.drivers.kafka.settings` declares them (``SCHEMA``: each key's
 type, bounds and default, and the keys refused with what to write instead).
-Client options beyond these (TLS, SASL, timeouts) come from code:
+Client options beyond these (TLS, SASL) come from code, and win over the
+settings' timeouts:
 ``resources.extra["kafka_config"]`` for every client and
 ``resources.extra["kafka_consumer_config"]`` for the consumer alone.
 
@@ -64,5 +65,7 @@ def open(settings: Mapping[str, Any], resources: Resources) -> KafkaDriver:
 
     parsed = parse_settings(settings)
     lock_store = store.store_for(resources.extra.get("lock_store"), parsed.scope, parsed.locks)
-    return driver.KafkaDriver(parsed, lock_store, clock=resources.clock, config=resources.extra.get("kafka_config"),
+    # the connection's timeouts under every client, and a client option given in code over them
+    config = {**parsed.client_config(), **(resources.extra.get("kafka_config") or {})}
+    return driver.KafkaDriver(parsed, lock_store, clock=resources.clock, config=config,
                               consumer=resources.extra.get("kafka_consumer_config"))

@@ -4,6 +4,15 @@ Every call into the client goes through `translated()`: a transport failure
 (broker down, timed out) becomes `DriverUnavailable`, a refusal of the data
 itself (a message too large, a record the broker rejects) `StoreRefused`,
 anything else `DriverError`, with the `KafkaException` chained as ``__cause__``.
+
+Nothing waits forever: every client's config bounds setting up a broker
+connection (`CONNECT_TIMEOUT_MS`) and a request (`REQUEST_TIMEOUT_MS`), and a
+producer's deliveries (``message.timeout.ms``, the request timeout unless
+given); an admin request waits the request timeout and a push's flush the
+delivery timeout, read off the client's own config, so a connection's
+``connect_timeout`` and ``request_timeout`` (`jobbridge.drivers.kafka.settings`)
+reach every wait. An error for brokers that did not answer names them and
+those settings.
 """
 
 from __future__ import annotations
@@ -23,10 +32,13 @@ from jobbridge.errors import DriverError, DriverUnavailable, StoreRefused
 
 #: partitions of a topic the driver creates (an operator may create topics beforehand with more)
 TOPIC_PARTITIONS = 4
-#: seconds an admin request (create a topic, list offsets) may take
-ADMIN_TIMEOUT = 15.0
-#: seconds `Producer.flush` waits for every message of a push to be acknowledged
-FLUSH_TIMEOUT = 30.0
+#: milliseconds to set up a broker connection, and for one request, unless the client config says otherwise
+CONNECT_TIMEOUT_MS = 5_000
+REQUEST_TIMEOUT_MS = 10_000
+#: seconds an admin request (create a topic, list offsets) may take, unless the client config says otherwise
+ADMIN_TIMEOUT = REQUEST_TIMEOUT_MS / 1000
+#: seconds `Producer.flush` waits beyond the delivery timeout, by which every delivery has reported
+_FLUSH_MARGIN = 1.0
 #: the consumer's group session (a dead worker's partitions move after this long)
 SESSION_TIMEOUT_MS = 10_000
 #: a consumer that has not reserved for this long hands its partitions to the others
@@ -51,14 +63,33 @@ _REFUSED = {
 }
 
 
+#: the brokers did not answer in time, or at all: the errors whose message says which settings bound the wait
+_UNANSWERED = {KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+               KafkaError.REQUEST_TIMED_OUT}
+
+
 def error_for(action: str, error: KafkaError | None, detail: object = "") -> DriverError:
     """The jobbridge exception for a Kafka error; the caller raises it ``from`` the original."""
     text = f"kafka failed to {action}: {error if error is not None else detail}"
     if error is not None and error.code() in _REFUSED:
         return StoreRefused(text)
+    if error is not None and error.code() in _UNANSWERED:
+        return DriverUnavailable(
+            f"{text}; the brokers did not answer within connect_timeout (to connect) or request_timeout (for a "
+            "request or a delivery): if they are only slow, raise kafka connect_timeout / request_timeout "
+            "(JOBBRIDGE_KAFKA_CONNECT_TIMEOUT, JOBBRIDGE_KAFKA_REQUEST_TIMEOUT); if they should answer at once, "
+            "check that brokers lists Kafka brokers' host:port")
     if error is None or error.code() in _TRANSPORT or (error.retriable() and not error.fatal()):
         return DriverUnavailable(text)
     return DriverError(text)
+
+
+def _millis(config: Mapping[str, Any], key: str, default: int) -> int:
+    """A librdkafka duration from a client config; one that is not a number is the client's to refuse."""
+    try:
+        return int(config.get(key, default))
+    except (TypeError, ValueError):
+        return default
 
 
 def message_limit(config: Mapping[str, Any]) -> int:
@@ -82,13 +113,22 @@ def translated(action: str) -> Iterator[None]:
 
 
 def common_config(brokers: Iterable[str], extra: Mapping[str, Any]) -> dict[str, Any]:
-    return {"bootstrap.servers": ",".join(brokers), "client.id": "jobbridge", **extra}
+    """What every client is given: the brokers, and the bounds on connecting and on a request."""
+    return {"bootstrap.servers": ",".join(brokers), "client.id": "jobbridge",
+            "socket.connection.setup.timeout.ms": CONNECT_TIMEOUT_MS, "socket.timeout.ms": REQUEST_TIMEOUT_MS,
+            **extra}
 
 
 def producer_config(brokers: Iterable[str], extra: Mapping[str, Any]) -> dict[str, Any]:
-    """Idempotent, every in-sync replica acknowledging: a push that returned is on the brokers."""
-    return {**common_config(brokers, {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
-            **extra}
+    """Idempotent, every in-sync replica acknowledging: a push that returned is on the brokers.
+
+    A delivery that the brokers have not acknowledged within the request timeout
+    fails the push (librdkafka would otherwise keep trying for five minutes).
+    """
+    config = {**common_config(brokers, {}), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+              **extra}
+    config.setdefault("message.timeout.ms", _millis(config, "socket.timeout.ms", REQUEST_TIMEOUT_MS))
+    return config
 
 
 def consumer_config(brokers: Iterable[str], group: str, extra: Mapping[str, Any]) -> dict[str, Any]:
@@ -119,6 +159,9 @@ class Admin:
         self._client: AdminClient | None = None
         self._pid = 0
         self.partitions = partitions
+        #: seconds an admin request waits: the client config's request timeout
+        self.timeout = _millis(self._config, "socket.timeout.ms", REQUEST_TIMEOUT_MS) / 1000
+        self._where = f"{self._config.get('bootstrap.servers', '')} (request_timeout {self.timeout:g} s)"
         self._known: set[str] = set()
         self._lock = threading.Lock()
 
@@ -136,12 +179,12 @@ class Admin:
             missing = sorted(set(topics) - self._known)
         if not missing:
             return
-        with translated("create topics"):
-            existing = set(self.client.list_topics(timeout=ADMIN_TIMEOUT).topics)
+        with translated(f"create topics on {self._where}"):
+            existing = set(self.client.list_topics(timeout=self.timeout).topics)
             wanted = [NewTopic(t, num_partitions=self.partitions, replication_factor=-1)
                       for t in missing if t not in existing]
             futures = self.client.create_topics(
-                wanted, operation_timeout=ADMIN_TIMEOUT, request_timeout=ADMIN_TIMEOUT) if wanted else {}
+                wanted, operation_timeout=self.timeout, request_timeout=self.timeout) if wanted else {}
             for future in futures.values():
                 _created(future)
         with self._lock:
@@ -149,8 +192,8 @@ class Admin:
 
     def topics(self) -> dict[str, list[int]]:
         """Every topic the cluster holds, with its partition numbers."""
-        with translated("list topics"):
-            found = self.client.list_topics(timeout=ADMIN_TIMEOUT).topics
+        with translated(f"list topics on {self._where}"):
+            found = self.client.list_topics(timeout=self.timeout).topics
         return {name: sorted(meta.partitions) for name, meta in found.items() if meta.error is None}
 
     def offsets(self, partitions: Iterable[tuple[str, int]], *, earliest: bool = False) -> dict[tuple[str, int], int]:
@@ -165,8 +208,8 @@ class Admin:
         wanted = {TopicPartition(t, p): spec for t, p in partitions}
         if not wanted:
             return {}
-        with translated("list offsets"):
-            futures = self.client.list_offsets(wanted, request_timeout=ADMIN_TIMEOUT)
+        with translated(f"list offsets on {self._where}"):
+            futures = self.client.list_offsets(wanted, request_timeout=self.timeout)
             return {(tp.topic, tp.partition): int(f.result().offset) for tp, f in futures.items()}
 
 
@@ -188,6 +231,9 @@ class Sender:
             self.producer = Producer(dict(config))
         #: a fatal error (the idempotent producer fenced or out of sequence) ends this producer
         self.broken = False
+        #: seconds a push waits for its deliveries: every one has reported (or timed out) by then
+        self.flush_timeout = _millis(config, "message.timeout.ms", REQUEST_TIMEOUT_MS) / 1000 + _FLUSH_MARGIN
+        self.brokers = str(config.get("bootstrap.servers", ""))
 
     def send(self, messages: Iterable[tuple[str, str | None, bytes]]) -> None:
         """Produce ``(topic, key, value)`` messages and wait until the brokers acknowledged them all."""
@@ -204,12 +250,15 @@ class Sender:
                 count += 1
             if not count:
                 return
-            left = self.producer.flush(FLUSH_TIMEOUT)
+            left = self.producer.flush(self.flush_timeout)
         if failed:
             self.broken = any(error.fatal() for error in failed)
-            raise error_for("deliver a job", failed[0])
+            waited = self.flush_timeout - _FLUSH_MARGIN
+            raise error_for(f"deliver a job to {self.brokers} (request_timeout {waited:g} s)", failed[0])
         if left:
-            raise DriverUnavailable(f"kafka did not acknowledge {left} message(s) within {FLUSH_TIMEOUT:g} s")
+            raise DriverUnavailable(f"kafka ({self.brokers}) did not acknowledge {left} message(s) within "
+                                    f"{self.flush_timeout:g} s; if the brokers are only slow, raise "
+                                    "request_timeout (JOBBRIDGE_KAFKA_REQUEST_TIMEOUT)")
 
     def _produce(self, topic: str, key: str | None, value: bytes, delivered: Any) -> None:
         while True:
@@ -221,4 +270,4 @@ class Sender:
                 self.producer.poll(0.1)
 
     def close(self) -> None:
-        self.producer.flush(FLUSH_TIMEOUT)
+        self.producer.flush(self.flush_timeout)

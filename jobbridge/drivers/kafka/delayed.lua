@@ -1,6 +1,6 @@
 -- delayed.lua: the delayed rows: add them, take the due ones for one promoter, drop what it produced.
 --
--- Keys as in claim.lua, built from ARGV[1].
+-- Keys as in reserve.lua, built from ARGV[1].
 -- ARGV[2] the operation:
 --   "add"   then 5 values per row: id, queue, due, job id, body                returns 0
 --   "take"  now, until, token, limit: each due row is re-scored to `until` and marked with

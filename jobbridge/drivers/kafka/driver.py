@@ -3,7 +3,7 @@
 A job that is due goes to its queue's topic; a job not yet due waits as a
 delayed row in the lock store and is produced when due (by whichever worker
 reserves, releases, retries or reclaims first). A reserve reads the topics in
-priority order and claims each message in the lock store under a lease; the
+priority order and reserves each message in the lock store under a lease; the
 lock store decides the one winner if two consumers read the same offset.
 Settling a job marks it done there, and offsets are committed up to each
 partition's settled prefix. Every deadline and due time is read off the lock
@@ -11,7 +11,9 @@ store's clock (`store_clock`), so workers whose own clocks disagree still agree
 on when a lease lapses. An encoded job is at most `max_message_bytes` (the
 producer's ``message.max.bytes`` less a record's key and framing); a message
 Kafka refuses when a delayed job falls due goes to the failed store with why,
-rather than blocking every promotion after it (`failures`). See docs/kafka.md.
+rather than blocking every promotion after it (`failures`). The failed store
+(``driver.failed``, `failures.FailedStore`) and the unique-job locks
+(``driver.locks``, `store.ScopedLocks`) are the lock store's. See docs/kafka.md.
 """
 
 from __future__ import annotations
@@ -36,13 +38,13 @@ from jobbridge.drivers.kafka.client import (
     message_limit,
     producer_config,
 )
-from jobbridge.drivers.kafka.failures import failed_record, unproducible
-from jobbridge.drivers.kafka.messages import Item, decode
+from jobbridge.drivers.kafka.failures import FailedStore, failed_record, unproducible
+from jobbridge.drivers.kafka.messages import Item
 from jobbridge.drivers.kafka.meter import Meter
 from jobbridge.drivers.kafka.reader import POLL_STEP, Reader
 from jobbridge.drivers.kafka.settings import KafkaSettings, topic_name
-from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, Held, LeaseStore, Spot
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id, reservation_from_body
+from jobbridge.drivers.kafka.store import Delayed, Held, LeaseStore, Reserved, Reserving, ScopedLocks, Spot
+from jobbridge.envelope import Envelope, QueueCounts, Reservation, new_id, reservation_from_body
 from jobbridge.errors import PayloadTooLarge, StoreRefused
 
 #: delayed rows produced per round of a promotion
@@ -84,7 +86,7 @@ class KafkaDriver:
             # due jobs are on Kafka (acks=all); delayed ones and failures are in the lock store
             may_lose_an_accepted_job=bool(store.may_lose_an_accepted_job),
             delayed_push=True, per_message_release=True, priorities=True, transactional_push=False,
-            shared_locks=True, blocking_reserve=True, max_message_bytes=self.max_message_bytes,
+            blocking_reserve=True, max_message_bytes=self.max_message_bytes,
         )
         self.admin = Admin(common_config(settings.brokers, extra), partitions)
         reading = consumer_config(settings.brokers, settings.group, {**extra, **(consumer or {})})
@@ -93,7 +95,9 @@ class KafkaDriver:
         self._sender: Sender | None = None
         self._sender_pid = 0
         self._reserving = threading.Lock()
-        self._lock_prefix = f"kafka:{hashlib.sha1(settings.scope.encode()).hexdigest()[:12]}:"
+        self.failed = FailedStore(store, self.clock, self._promote)
+        # unique locks are this connection's own, apart from the lock store connection's locks
+        self.locks = ScopedLocks(store.locks, f"kafka:{hashlib.sha1(settings.scope.encode()).hexdigest()[:12]}:")
 
     # -- names --------------------------------------------------------------------------------
 
@@ -151,25 +155,26 @@ class KafkaDriver:
             self.reader.commit()
             self._promote()
             self.reader.ensure(topics)
-            got = self._take(names, topics, limit, catch_up=True)
+            got = self._reserve_now(names, topics, limit, catch_up=True)
             while not got and time.monotonic() < deadline:
                 self.reader.poll(min(POLL_STEP * 4, max(0.0, deadline - time.monotonic())))
                 if self.reader.waiting(topics):
-                    got = self._take(names, topics, limit, catch_up=False)
+                    got = self._reserve_now(names, topics, limit, catch_up=False)
             return got
 
-    def _take(self, queues: list[str], topics: list[str], limit: int, *, catch_up: bool) -> list[Reservation]:
-        """Claim in priority order: a queue's topic is read to its end before the next one is tried."""
+    def _reserve_now(self, queues: list[str], topics: list[str], limit: int, *, catch_up: bool) -> list[Reservation]:
+        """Reserve in priority order: a queue's topic is read to its end before the next one is tried."""
         got: list[Reservation] = []
         for queue, topic in zip(queues, topics, strict=True):
             if catch_up:
                 self.reader.catch_up([topic])
-            got += self._claim(queue, topic, limit - len(got))
+            got += self._reserve_from(queue, topic, limit - len(got))
             if len(got) >= limit:
                 break
         return got
 
-    def _claim(self, queue: str, topic: str, room: int) -> list[Reservation]:
+    def _reserve_from(self, queue: str, topic: str, room: int) -> list[Reservation]:
+        """Up to ``room`` of one topic's buffered messages, each reserved in the lock store (one call a round)."""
         got: list[Reservation] = []
         while len(got) < room:
             now = self.clock.now()
@@ -180,27 +185,27 @@ class KafkaDriver:
             if not parked and not ready:
                 break
             pairs = parked + ready
-            claims = [self._parking(queue, item) for _, item in parked]
+            asks = [self._parking(queue, item) for _, item in parked]
             handed = [self._handing_out(queue, item, now) for _, item in ready]
-            results = self.store.claim(claims + [claim for claim, _ in handed])
+            results = self.store.reserve(asks + [ask for ask, _ in handed])
             self.reader.taken([(p, item, r) for (p, item), r in zip(pairs, results, strict=True)])
             got += [res for (_, res), result in zip(handed, results[len(parked):], strict=True)
-                    if result is Claimed.WON]
+                    if result is Reserved.WON]
             if not ready:
                 break
         return got
 
-    def _parking(self, queue: str, item: Item) -> Claim:
+    def _parking(self, queue: str, item: Item) -> Reserving:
         """Settle the spot, and keep the message as it is in a delayed row until it is due."""
-        return Claim(item.spot, queue, new_id(), item.available_at, item.job_id, item.body, park=True)
+        return Reserving(item.spot, queue, new_id(), item.available_at, item.job_id, item.body, park=True)
 
-    def _handing_out(self, queue: str, item: Item, now: float) -> tuple[Claim, Reservation]:
-        """The lease to claim (it keeps the envelope as handed out) and the reservation if it is won."""
+    def _handing_out(self, queue: str, item: Item, now: float) -> tuple[Reserving, Reservation]:
+        """The lease to reserve (it keeps the envelope as handed out) and the reservation if it is won."""
         token, until = new_id(), now + self.reservation
         res = reservation_from_body(item.body, receipt=Receipt(item.spot, token), lease_until=until, now=now,
                                     id_hint=item.job_id, queue_hint=queue, attempts_added=1)
         body = item.body if res.decode_error is not None else res.envelope.encode()
-        return Claim(item.spot, queue, token, until, res.id, body), res
+        return Reserving(item.spot, queue, token, until, res.id, body), res
 
     def _promote(self) -> None:
         """Produce the delayed rows that are due, then drop them (a crash in between: produced twice).
@@ -243,7 +248,7 @@ class KafkaDriver:
         if not reservations:
             return
         receipts: list[Receipt] = [r.receipt for r in reservations]
-        self.store.finish([r.held for r in receipts])
+        self.store.acknowledge([r.held for r in receipts])
         # whether or not the token still held (a reclaim settles it too), the offset is settled
         self.reader.settled(r.spot for r in receipts)
 
@@ -255,7 +260,7 @@ class KafkaDriver:
         else:
             body = reservation.envelope.replace(available_at=due).encode()
         row = Delayed(new_id(), self.queue_of(receipt.spot.topic), due, reservation.id, body)
-        held = self.store.delay(receipt.held, row)
+        held = self.store.release(receipt.held, row)
         self.reader.settled([receipt.spot])
         if held and delay <= 0:
             self._promote()
@@ -272,14 +277,14 @@ class KafkaDriver:
         if not reservations:
             return []
         until = self.clock.now() + seconds
-        held = self.store.hold([r.receipt.held for r in reservations], until)
+        held = self.store.extend([r.receipt.held for r in reservations], until)
         return [dataclasses.replace(r, lease_until=until) for r, h in zip(reservations, held, strict=True) if h]
 
     def reclaim_expired(self) -> int:
         now = self.clock.now()
         total = 0
         while True:
-            spots = self.store.lapse(now, RECLAIM_BATCH)
+            spots = self.store.reclaim(now, RECLAIM_BATCH)
             self.reader.settled(spots)
             total += len(spots)
             if len(spots) < RECLAIM_BATCH:
@@ -287,41 +292,12 @@ class KafkaDriver:
         self._promote()
         return total
 
-    # -- the failed store, counts and locks ---------------------------------------------------
-
-    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
-        return self.store.failed_newest(limit)
-
-    def retry_failed(self, id_or_all: str) -> int:
-        now = self.clock.now()
-
-        def fresh(body: bytes) -> bytes:
-            env, _ = decode(body)
-            if env is None:
-                return body  # goes back as it was, to be failed again with its reason
-            return env.replace(attempts=0, available_at=now, unique_key=None).encode()
-
-        moved = self.store.failed_retry(id_or_all, now, fresh, new_id)
-        self._promote()
-        return moved
-
-    def flush_failed(self) -> int:
-        return self.store.failed_flush()
-
-    def failed_count(self) -> int:
-        return self.store.failed_count()
+    # -- counts -------------------------------------------------------------------------------
 
     def _unread(self, topic: str, partitions: list[int]) -> int:
         """Messages the group has not settled: past the committed offset and without a record."""
         starts, total = self.meter.unread(topic, partitions)
         return max(0, total - self.store.records_from(topic, starts))
-
-    def pending_count(self, queue: str) -> int:
-        topic = self.topic(queue)
-        partitions = self.admin.topics().get(topic, [])
-        delayed = self.store.delayed(self.clock.now()).get(queue)
-        waiting = delayed.due + delayed.later if delayed is not None else 0
-        return self._unread(topic, partitions) + self.store.reserved().get(queue, 0) + waiting
 
     def counts(self) -> list[QueueCounts]:
         prefix = self.settings.topic_prefix
@@ -340,13 +316,19 @@ class KafkaDriver:
                 out.append(counts)
         return out
 
-    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        """In the lock store, never in ``transaction``: a push here cannot join one either (the app
-        pushes after the commit and drops the lock on a rollback)."""
-        return self.store.acquire_lock(self._lock_prefix + key, owner, ttl)
+    def purge(self, queues: Sequence[str]) -> int:
+        """Refused: Kafka cannot delete the waiting jobs of a topic and keep the reserved ones.
 
-    def release_lock(self, key: str, owner: str) -> None:
-        self.store.release_lock(self._lock_prefix + key, owner)
+        A topic's records are deleted only by truncating a partition up to an offset,
+        which takes the reserved jobs before it with the waiting ones; and a partition
+        is read only by the worker the group assigned it to, so no other process can
+        take its waiting jobs off it either.
+        """
+        raise StoreRefused(
+            "the kafka driver cannot purge waiting jobs: Kafka deletes a topic's records only by truncating "
+            "a partition up to an offset, which would delete the reserved jobs among them too, and only the "
+            "worker a partition is assigned to reads it. Let the workers run the jobs, or deploy a job class "
+            "whose handle() returns at once under the name to drop, until the queue is empty")
 
     # -- the connection -----------------------------------------------------------------------
 
@@ -354,11 +336,10 @@ class KafkaDriver:
         """The lock store's tables (topics are created when first pushed to or reserved from)."""
         self.store.migrate()
 
-    def check_eviction_policy(self) -> str:
-        """On a redis lock store, warn unless Redis refuses writes rather than evict keys (the worker
-        calls this at start-up); on a database lock store there is nothing to check."""
-        check = getattr(self.store, "check_eviction_policy", None)
-        return str(check()) if callable(check) else "not redis"
+    def check(self) -> None:
+        """The lock store's own check: on Redis, a warning unless it refuses writes rather than evict keys
+        (delayed and failed jobs live there)."""
+        self.store.check()
 
     def describe(self) -> str:
         s = self.settings

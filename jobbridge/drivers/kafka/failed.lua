@@ -1,6 +1,6 @@
 -- failed.lua: the failed store's moves: back onto the delayed rows (retry), or gone (flush).
 --
--- Keys as in claim.lua, built from ARGV[1]; a failed job is the hash F:<id>, indexed by the
+-- Keys as in reserve.lua, built from ARGV[1]; a failed job is the hash F:<id>, indexed by the
 -- sorted set "failed" scored by failed_at.
 -- ARGV[2] the operation:
 --   "retry"  now, then triples: failed job id, new delayed row id, the body to go back with;

@@ -1,4 +1,5 @@
-"""A failed job as every lock store can keep it, and why a delayed job could not go back on Kafka.
+"""The kafka connection's failed store, a failed job as every lock store can keep it, and why a delayed
+job could not go back on Kafka.
 
 The failed store is the lock store's (a database table or redis hashes), and
 a failure that cannot be written there would be retried by the worker for
@@ -10,9 +11,13 @@ held to a 32-bit column.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from jobbridge.clock import Clock
+from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.kafka.messages import decode
-from jobbridge.drivers.kafka.store import Delayed
-from jobbridge.envelope import FailedJob
+from jobbridge.drivers.kafka.store import Delayed, LeaseStore
+from jobbridge.envelope import FailedJob, new_id
 from jobbridge.limits import MAX_NAME_LENGTH
 
 #: the most characters of an error kept (the end, where a traceback says what happened)
@@ -41,3 +46,39 @@ def unproducible(row: Delayed, why: str, now: float) -> FailedJob:
              "the payload, then retry it")
     return failed_record(row.job_id, row.queue, env.name if env else "<undecodable>", env.attempts if env else 0,
                          error, now, row.body)
+
+
+class FailedStore:
+    """``driver.failed`` of a kafka connection: the lock store's failures, retried as delayed rows.
+
+    A retried job goes back as a delayed row due now, and ``promote`` (the
+    driver's) produces it to its topic at once rather than at the next reserve.
+    """
+
+    def __init__(self, store: LeaseStore, clock: Clock, promote: Callable[[], None]) -> None:
+        self._store, self._clock, self._promote = store, clock, promote
+
+    def retry(self, id_or_all: str) -> int:
+        now = self._clock.now()
+
+        def fresh(body: bytes) -> bytes:
+            env, _ = decode(body)
+            if env is None:
+                return body  # goes back as it was, to be failed again with its reason
+            return env.replace(attempts=0, available_at=now, unique_key=None).encode()
+
+        moved = self._store.retry_failed(id_or_all, now, fresh, new_id)
+        self._promote()
+        return moved
+
+    def flush(self) -> int:
+        return self._store.flush_failed()
+
+    def count(self) -> int:
+        return self._store.count_failed()
+
+    def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
+        return self._store.list_failed(limit, where)
+
+    def get(self, job_id: str) -> FailedJob | None:
+        return self._store.get_failed(job_id)

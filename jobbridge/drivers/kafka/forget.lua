@@ -1,7 +1,7 @@
 -- forget.lua: drop the settled records of a partition below its committed offset; no consumer of
 -- the group reads those offsets again. Leased records are kept whatever their offset.
 --
--- Keys as in claim.lua, built from ARGV[1].
+-- Keys as in reserve.lua, built from ARGV[1].
 -- ARGV[2] "topic/partition"    ARGV[3] the committed offset
 
 local p = ARGV[1]

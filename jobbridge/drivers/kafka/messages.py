@@ -9,7 +9,7 @@ Whatever keeps a body from becoming a job becomes the item's ``error``: never
 an exception in the poll, which would drop the messages read beside it. The
 reservation itself is built by `jobbridge.envelope.reservation_from_body`,
 which holds every field to `jobbridge.limits` (an id no lock store column
-holds is undecodable there, not a claim that fails for its whole partition).
+holds is undecodable there, not a reserve that fails for its whole partition).
 """
 
 from __future__ import annotations

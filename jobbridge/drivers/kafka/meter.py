@@ -18,7 +18,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from jobbridge.drivers.kafka.client import ADMIN_TIMEOUT, Admin, translated
+from jobbridge.drivers.kafka.client import Admin, translated
 
 #: seconds the meter waits for the last batch of each partition
 PROBE_SECONDS = 3.0
@@ -49,7 +49,7 @@ class Meter:
             consumer = self._client()
             tps = [TopicPartition(topic, p) for p in partitions]
             with translated("look up committed offsets"):
-                committed = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=ADMIN_TIMEOUT)}
+                committed = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=self.admin.timeout)}
             keys = [(topic, p) for p in partitions]
             first = self.admin.offsets(keys, earliest=True)
             reported = self.admin.offsets(keys)

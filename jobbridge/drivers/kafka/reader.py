@@ -2,7 +2,7 @@
 
 One consumer per driver (per process) joins the connection's group and is
 subscribed to every queue topic it was asked to reserve from. What it reads
-waits in a buffer per partition until a reserve claims it in the lock store;
+waits in a buffer per partition until a reserve takes it in the lock store;
 a partition whose buffer is full is paused (Kafka then keeps the rest) and
 resumed once it drains. Offsets are committed from the reserving thread only
 (the thread that polls, so a commit never races a rebalance), up to each
@@ -20,9 +20,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from jobbridge.drivers.kafka.client import ADMIN_TIMEOUT, Admin, error_for, translated
+from jobbridge.drivers.kafka.client import Admin, error_for, translated
 from jobbridge.drivers.kafka.messages import Item, item_of
-from jobbridge.drivers.kafka.store import Claimed, LeaseStore, Spot
+from jobbridge.drivers.kafka.store import LeaseStore, Reserved, Spot
 from jobbridge.drivers.kafka.window import Mark, Window
 from jobbridge.errors import DriverUnavailable
 
@@ -209,7 +209,7 @@ class Reader:
         if not unknown:
             return
         with translated("look up committed offsets"):
-            committed = self.consumer.committed([p.tp for p in unknown], timeout=ADMIN_TIMEOUT)
+            committed = self.consumer.committed([p.tp for p in unknown], timeout=self.admin.timeout)
         starts = {(tp.topic, tp.partition): tp.offset for tp in committed}
         missing = [key for key, offset in starts.items() if offset < 0]
         starts.update(self.admin.offsets(missing, earliest=True))
@@ -230,15 +230,15 @@ class Reader:
             found = [(p, item) for p in self._parts.values() if p.topic == topic for item in p.buffer.values()]
         return sorted(found, key=lambda pair: (pair[1].available_at, pair[1].spot.offset, pair[0].number))
 
-    def taken(self, results: Sequence[tuple[Partition, Item, Claimed]]) -> None:
-        """Claimed messages leave their buffers; their windows learn who holds them."""
-        marks = {Claimed.WON: Mark.MINE, Claimed.HELD: Mark.FOREIGN, Claimed.SETTLED: Mark.DONE}
+    def taken(self, results: Sequence[tuple[Partition, Item, Reserved]]) -> None:
+        """Messages a reserve asked for leave their buffers; their windows learn who holds them."""
+        marks = {Reserved.WON: Mark.MINE, Reserved.HELD: Mark.FOREIGN, Reserved.SETTLED: Mark.DONE}
         drained: list[Partition] = []
         with self._lock:
-            for part, item, claimed in results:
+            for part, item, found in results:
                 part.buffer.pop(item.spot.offset, None)
                 if part.window is not None:
-                    part.window.mark(item.spot.offset, marks[claimed])
+                    part.window.mark(item.spot.offset, marks[found])
                 if part.paused and len(part.buffer) < BUFFER_CAP // 2 and self._parts.get(
                         (part.topic, part.number)) is part:
                     part.paused = False
@@ -300,4 +300,4 @@ class Reader:
                      if p.window is not None and p.window.blocked_by_foreign() for offset in p.window.foreign(200)]
         if spots:
             states = self.store.states(spots)
-            self.settled(s for s, state in zip(spots, states, strict=True) if state is not Claimed.HELD)
+            self.settled(s for s, state in zip(spots, states, strict=True) if state is not Reserved.HELD)

@@ -3,8 +3,9 @@
 It runs on the client of the redis driver the app opened for the ``locks``
 connection, under that driver's prefix plus ``kafka:{<scope>}:`` (the hash
 tag keeps one scope's keys in one slot). Every change is one Lua script
-(files beside this module; claim.lua lists the keys), so racing workers see
-each record either before or after a change, never half of one.
+(files beside this module, named for the operation; reserve.lua lists the
+keys), so racing workers see each record either before or after a change,
+never half of one.
 """
 
 from __future__ import annotations
@@ -12,28 +13,34 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 from redis.commands.core import Script
 from redis.typing import EncodableT
 
-from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, DelayedCounts, Held, Refresh, Spot
+from jobbridge.drivers.base import FailedFilter
+from jobbridge.drivers.kafka.store import Delayed, DelayedCounts, Held, Refresh, Reserved, Reserving, Spot
 from jobbridge.drivers.redis.connection import as_text, translated
 from jobbridge.envelope import FailedJob
 from jobbridge.errors import NoFailedJob
 
-NAMES = ("claim", "settle", "hold", "lapse", "delayed", "failed", "forget")
+if TYPE_CHECKING:
+    from jobbridge.drivers.redis.driver import RedisDriver
+
+NAMES = ("reserve", "settle", "extend", "reclaim", "delayed", "failed", "forget")
+#: failed jobs a filtered listing reads per round trip
+FAILED_PAGE = 500
 #: failed jobs moved back per retry script
 RETRY_CHUNK = 500
 
 
 @dataclass(frozen=True, slots=True)
 class _Scripts:
-    claim: Script
+    reserve: Script
     settle: Script
-    hold: Script
-    lapse: Script
+    extend: Script
+    reclaim: Script
     delayed: Script
     failed: Script
     forget: Script
@@ -45,23 +52,23 @@ class _Scripts:
 
 
 class RedisLeaseStore:
-    """One scope's keys in the lock store's Redis."""
+    """One scope's keys in the lock store's Redis, on the client of the lock store connection's driver."""
 
-    def __init__(self, client: redis.Redis, prefix: str, *, locks: Any = None, may_lose: bool = True) -> None:
-        self.client = client
+    def __init__(self, driver: RedisDriver, prefix: str) -> None:
+        self.client = driver.client
         self.prefix = prefix
-        self.may_lose_an_accepted_job = may_lose
-        self._locks = locks
-        self._scripts = _Scripts.register(client)
+        self.may_lose_an_accepted_job = driver.capabilities.may_lose_an_accepted_job
+        self.locks = driver.locks
+        self._driver = driver
+        self._scripts = _Scripts.register(self.client)
 
     @classmethod
-    def on(cls, driver: Any, scope: str) -> RedisLeaseStore:
-        """On a `RedisDriver`: its client and prefix, and the driver itself for unique locks."""
-        return cls(driver.client, f"{driver.settings.prefix}kafka:{{{scope}}}:", locks=driver,
-                   may_lose=driver.capabilities.may_lose_an_accepted_job)
+    def on(cls, driver: RedisDriver, scope: str) -> RedisLeaseStore:
+        """On a `RedisDriver`: its client and prefix, its locks for unique jobs."""
+        return cls(driver, f"{driver.settings.prefix}kafka:{{{scope}}}:")
 
     def describe(self) -> str:
-        return str(self._locks.describe()) if self._locks is not None else f"redis (prefix {self.prefix!r})"
+        return self._driver.describe()
 
     def migrate(self) -> None:
         """Nothing to create: keys appear when first written."""
@@ -75,9 +82,9 @@ class RedisLeaseStore:
             seconds, micros = self.client.time()
         return float(seconds) + float(micros) / 1e6
 
-    def check_eviction_policy(self) -> str:
+    def check(self) -> None:
         """The redis driver's check: an evicting Redis drops delayed and failed jobs silently."""
-        return str(self._locks.check_eviction_policy()) if self._locks is not None else "unknown"
+        self._driver.check()
 
     def _run(self, script: Script, *args: EncodableT) -> Any:
         with translated():
@@ -85,15 +92,15 @@ class RedisLeaseStore:
 
     # -- leases -------------------------------------------------------------------------------
 
-    def claim(self, claims: Sequence[Claim]) -> list[Claimed]:
-        if not claims:
+    def reserve(self, spots: Sequence[Reserving]) -> list[Reserved]:
+        if not spots:
             return []
         args: list[EncodableT] = []
-        for c in claims:
+        for c in spots:
             args += ["P" if c.park else "L", c.spot.key, c.queue, c.token, repr(c.at), c.job_id, c.body]
-        return [Claimed(int(n)) for n in self._run(self._scripts.claim, *args)]
+        return [Reserved(int(n)) for n in self._run(self._scripts.reserve, *args)]
 
-    def states(self, spots: Sequence[Spot]) -> list[Claimed | None]:
+    def states(self, spots: Sequence[Spot]) -> list[Reserved | None]:
         if not spots:
             return []
         with translated():
@@ -101,18 +108,18 @@ class RedisLeaseStore:
             for spot in spots:
                 pipe.hget(f"{self.prefix}L:{spot.key}", "s")
             found = pipe.execute()
-        named = {"1": Claimed.HELD, "2": Claimed.SETTLED}
+        named = {"1": Reserved.HELD, "2": Reserved.SETTLED}
         return [None if s is None else named.get(as_text(s)) for s in found]
 
-    def hold(self, held: Sequence[Held], until: float) -> list[bool]:
+    def extend(self, held: Sequence[Held], until: float) -> list[bool]:
         if not held:
             return []
         args: list[EncodableT] = [repr(until)]
         for h in held:
             args += [h.spot.key, h.token]
-        return [bool(n) for n in self._run(self._scripts.hold, *args)]
+        return [bool(n) for n in self._run(self._scripts.extend, *args)]
 
-    def finish(self, held: Sequence[Held]) -> list[bool]:
+    def acknowledge(self, held: Sequence[Held]) -> list[bool]:
         if not held:
             return []
         args: list[EncodableT] = ["A"]
@@ -120,8 +127,8 @@ class RedisLeaseStore:
             args += [h.spot.key, h.token]
         return [bool(n) for n in self._run(self._scripts.settle, *args)]
 
-    def delay(self, held: Held, row: Delayed) -> bool:
-        return bool(self._run(self._scripts.settle, "D", held.spot.key, held.token,
+    def release(self, held: Held, row: Delayed) -> bool:
+        return bool(self._run(self._scripts.settle, "R", held.spot.key, held.token,
                               row.id, repr(row.due), row.job_id, row.body))
 
     def fail(self, held: Held, failed: FailedJob) -> bool:
@@ -129,8 +136,8 @@ class RedisLeaseStore:
                               repr(failed.failed_at), failed.id, failed.queue, failed.name, failed.attempts,
                               failed.error, failed.body))
 
-    def lapse(self, now: float, limit: int) -> list[Spot]:
-        spots = self._run(self._scripts.lapse, repr(now), limit)
+    def reclaim(self, now: float, limit: int) -> list[Spot]:
+        spots = self._run(self._scripts.reclaim, repr(now), limit)
         out: list[Spot] = []
         for raw in spots:
             topic, partition, offset = as_text(raw).rsplit("/", 2)
@@ -193,22 +200,9 @@ class RedisLeaseStore:
         counts = {q: DelayedCounts(int(replies[2 * i]), int(replies[2 * i + 1])) for i, q in enumerate(queues)}
         return {q: c for q, c in counts.items() if c.due or c.later}
 
-    # -- the failed store and unique locks ----------------------------------------------------
+    # -- the failed store ---------------------------------------------------------------------
 
-    def failed_newest(self, limit: int) -> list[FailedJob]:
-        with translated():
-            ids = self.client.zrevrange(f"{self.prefix}failed", 0, max(limit, 1) - 1)[:limit]
-            pipe = self.client.pipeline(transaction=False)
-            for job_id in ids:
-                pipe.hgetall(f"{self.prefix}F:{as_text(job_id)}")
-            rows: list[dict[bytes, Any]] = pipe.execute()
-        return [_failed(row) for row in rows if row]
-
-    def failed_count(self) -> int:
-        with translated():
-            return int(self.client.zcard(f"{self.prefix}failed"))
-
-    def failed_retry(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
+    def retry_failed(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
         with translated():
             if id_or_all == "all":
                 ids = [as_text(i) for i in self.client.zrange(f"{self.prefix}failed", 0, -1)]
@@ -231,14 +225,38 @@ class RedisLeaseStore:
             raise NoFailedJob(f"there is no failed job with id {id_or_all} (retried meanwhile)")
         return moved
 
-    def failed_flush(self) -> int:
+    def flush_failed(self) -> int:
         return int(self._run(self._scripts.failed, "flush"))
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
-        return bool(self._locks.acquire_lock(key, owner, ttl))
+    def count_failed(self) -> int:
+        with translated():
+            return int(self.client.zcard(f"{self.prefix}failed"))
 
-    def release_lock(self, key: str, owner: str) -> None:
-        self._locks.release_lock(key, owner)
+    def list_failed(self, limit: int, where: FailedFilter | None = None) -> list[FailedJob]:
+        """The newest first: ``since`` is a range of the index's scores, a queue or name filter is applied to
+        each newer failure, read `FAILED_PAGE` at a time, until ``limit`` match."""
+        where = where or FailedFilter()
+        floor = "-inf" if where.since is None else repr(where.since)
+        page_size = max(limit, 1) if where.queue is None and where.name is None else FAILED_PAGE
+        found: list[FailedJob] = []
+        offset = 0
+        with translated():
+            while len(found) < limit:
+                ids = self.client.zrevrangebyscore(f"{self.prefix}failed", "+inf", floor, start=offset, num=page_size)
+                offset += len(ids)
+                pipe = self.client.pipeline(transaction=False)
+                for job_id in ids:
+                    pipe.hgetall(f"{self.prefix}F:{as_text(job_id)}")
+                rows: list[dict[bytes, Any]] = pipe.execute()
+                found += [job for job in map(_failed, filter(None, rows)) if where.matches(job)]
+                if len(ids) < page_size:
+                    break
+        return found[:limit]
+
+    def get_failed(self, job_id: str) -> FailedJob | None:
+        with translated():
+            row: dict[Any, Any] = self.client.hgetall(f"{self.prefix}F:{job_id}")
+        return _failed(row) if row else None
 
 
 def _failed(row: dict[bytes, Any]) -> FailedJob:

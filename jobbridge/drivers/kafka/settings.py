@@ -10,8 +10,16 @@ and failed jobs. ``lease`` is the reservation (seconds a handed-out job stays
 leased between heartbeats); the settings layer also passes it as
 ``reservation``, a copy, which is accepted here for that reason and for code
 that builds a driver with the name every other driver uses. Client options
-beyond these (TLS, SASL, timeouts) come from code, not from this table
+beyond these (TLS, SASL) come from code, not from this table
 (`jobbridge.drivers.kafka`).
+
+Nothing waits forever: ``connect_timeout`` (5 s unless written) bounds setting
+up a connection to a broker (librdkafka's ``socket.connection.setup.timeout.ms``),
+and ``request_timeout`` (10 s) one request and the delivery of a push
+(``socket.timeout.ms`` and ``message.timeout.ms``; an admin request and a push's
+flush wait as long), so a push to brokers that do not answer fails within it.
+A consumer's wait for work is the worker's, not a request's. A client option
+given in code (``kafka_config``) wins over these.
 """
 
 from __future__ import annotations
@@ -33,6 +41,9 @@ _OFFSETS = Refusal(
     "nothing; offsets are the driver's to commit",
 )
 _LEASE = Refusal("on kafka the reservation is the lease", "lease")
+#: seconds to set up a broker connection, and one request (a push's delivery included) may take, unless written
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_REQUEST_TIMEOUT = 10.0
 NO_BROKERS = Refusal("a kafka connection with no brokers has nowhere to push",
                      "brokers, a list of host:port (or one comma-separated string)")
 
@@ -49,6 +60,9 @@ SCHEMA = DriverSchema(
         "topic_prefix": Field("str", empty_ok=True, default="jobbridge."),
         "lease": RESERVATION,
         "locks": Field("str", top_level=False),
+        # librdkafka takes whole milliseconds, and sets up a connection in no less than one second
+        "connect_timeout": Field("float", least=1, default=DEFAULT_CONNECT_TIMEOUT),
+        "request_timeout": Field("float", least=0.01, most=300, default=DEFAULT_REQUEST_TIMEOUT),
     },
     refused={
         "bootstrap_servers": Refusal("that is the Kafka client's name for the brokers", "brokers (host:port, ...)"),
@@ -89,6 +103,13 @@ class KafkaSettings:
     group: str = SCHEMA.default("group")
     topic_prefix: str = SCHEMA.default("topic_prefix")
     lease: float = SCHEMA.default("lease")
+    connect_timeout: float = SCHEMA.default("connect_timeout")
+    request_timeout: float = SCHEMA.default("request_timeout")
+
+    def client_config(self) -> dict[str, int]:
+        """The librdkafka options that bound every client of this connection (see the module's docstring)."""
+        return {"socket.connection.setup.timeout.ms": round(self.connect_timeout * 1000),
+                "socket.timeout.ms": round(self.request_timeout * 1000)}
 
     @property
     def scope(self) -> str:
@@ -138,6 +159,8 @@ def parse_settings(settings: Mapping[str, Any]) -> KafkaSettings:
         group=_group(settings.get("group", SCHEMA.default("group"))),
         topic_prefix=_prefix(settings.get("topic_prefix", SCHEMA.default("topic_prefix"))),
         lease=_lease(settings),
+        connect_timeout=_seconds(settings, "connect_timeout"),
+        request_timeout=_seconds(settings, "request_timeout"),
     )
 
 
@@ -152,6 +175,14 @@ def _prefix(value: object) -> str:
         raise ConfigurationError(
             f"topic_prefix {value!r} cannot begin a Kafka topic name: use letters, digits, '.', '_' and '-'")
     return value
+
+
+def _seconds(settings: Mapping[str, Any], key: str) -> float:
+    field = SCHEMA.fields[key]
+    value = settings.get(key, field.default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not within(field, value):
+        raise ConfigurationError(f"{key} on a kafka connection must be {describe(field)}, not {value!r}")
+    return float(value)
 
 
 def _lease(settings: Mapping[str, Any]) -> float:

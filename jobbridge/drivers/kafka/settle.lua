@@ -1,10 +1,10 @@
 -- settle.lua: settle leases still held under their tokens, alone, with a delayed row, or failed.
 --
--- Keys as in claim.lua, built from ARGV[1].
+-- Keys as in reserve.lua, built from ARGV[1].
 --
 -- ARGV[2] the mode:
 --   "A" acknowledge: then pairs spot, token                       returns one 1/0 per lease
---   "D" release:     spot, token, row id, due, job id, body        returns 1/0
+--   "R" release:     spot, token, row id, due, job id, body        returns 1/0
 --   "F" fail:        spot, token, failed_at, job id, queue, name, attempts, error, body
 --                                                                   returns 1/0
 -- A lease whose token no longer matches (reclaimed, settled) is left alone: 0.
@@ -37,7 +37,7 @@ local queue = settle(ARGV[3], ARGV[4])
 if not queue then
   return 0
 end
-if mode == 'D' then
+if mode == 'R' then
   local id, due = ARGV[5], ARGV[6]
   redis.call('HSET', p .. 'D:' .. id, 'q', queue, 'j', ARGV[7], 'b', ARGV[8])
   redis.call('ZADD', p .. 'delayed', due, id)

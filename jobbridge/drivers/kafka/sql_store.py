@@ -11,23 +11,26 @@ a row's condition after waiting for its lock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Insert, and_, case, delete, func, insert, or_, select, text, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.sql.elements import ColumnElement
 
-from jobbridge.drivers.database.engine import describe
+from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.database.failures import as_driver_error, write_transaction
 from jobbridge.drivers.kafka.sql_schema import DONE, LEASED, delayed, failed, leases, metadata
-from jobbridge.drivers.kafka.store import Claim, Claimed, Delayed, DelayedCounts, Held, Refresh, Spot
+from jobbridge.drivers.kafka.store import Delayed, DelayedCounts, Held, Refresh, Reserved, Reserving, Spot
 from jobbridge.envelope import FailedJob
 from jobbridge.errors import NoFailedJob
 
+if TYPE_CHECKING:
+    from jobbridge.drivers.database.driver import DatabaseDriver
+
 T = TypeVar("T")
 
-#: failed jobs moved back per transaction by ``failed_retry("all")``
+#: failed jobs moved back per transaction by ``retry_failed("all")``
 RETRY_BATCH = 500
 #: the server's clock, by dialect, as epoch seconds (SQLite has none: the host's clock is the store's)
 _NOW = {"postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())",
@@ -46,14 +49,15 @@ def _insert_unless_present(dialect: str) -> Insert:
 
 
 class SqlLeaseStore:
-    """One scope's rows in the lock store's database."""
+    """One scope's rows in the lock store's database, on the engine of the lock store connection's driver."""
 
-    def __init__(self, engine: Engine, scope: str, *, locks: Any = None, may_lose: bool = False) -> None:
-        self.engine = engine
+    def __init__(self, driver: DatabaseDriver, scope: str) -> None:
+        self.engine: Engine = driver.engine
         self.scope = scope
-        self.may_lose_an_accepted_job = may_lose
-        self._locks = locks
-        self._claim = _insert_unless_present(engine.dialect.name)
+        self.may_lose_an_accepted_job = driver.capabilities.may_lose_an_accepted_job
+        self.locks = driver.locks
+        self._driver = driver
+        self._reserve = _insert_unless_present(self.engine.dialect.name)
         self._settle = (
             update(leases)
             .values(state=DONE, token=None, lease_until=None, body=None)
@@ -61,17 +65,18 @@ class SqlLeaseStore:
         )
 
     @classmethod
-    def on(cls, driver: Any, scope: str) -> SqlLeaseStore:
-        """On a `DatabaseDriver`: its engine for these tables, the driver itself for unique locks."""
-        store = cls(driver.engine, scope, locks=driver,
-                    may_lose=driver.capabilities.may_lose_an_accepted_job)
+    def on(cls, driver: DatabaseDriver, scope: str) -> SqlLeaseStore:
+        """On a `DatabaseDriver`: its engine for these tables, its locks for unique jobs."""
+        store = cls(driver, scope)
         store.migrate()
         return store
 
     def describe(self) -> str:
-        if self._locks is not None:
-            return str(self._locks.describe())
-        return describe(self.engine.url)
+        return self._driver.describe()
+
+    def check(self) -> None:
+        """The database driver's check (on MariaDB, the size its packet allows); no eviction to fear here."""
+        self._driver.check()
 
     def server_clock(self) -> Callable[[], float] | None:
         """The database server's clock (PostgreSQL, MariaDB); None on SQLite, whose every worker shares a host."""
@@ -110,32 +115,32 @@ class SqlLeaseStore:
 
     # -- leases -------------------------------------------------------------------------------
 
-    def claim(self, claims: Sequence[Claim]) -> list[Claimed]:
-        def work(conn: Connection) -> list[Claimed]:
-            return [self._claim_one(conn, c) for c in sorted(claims, key=lambda c: c.spot.key)]
+    def reserve(self, spots: Sequence[Reserving]) -> list[Reserved]:
+        def work(conn: Connection) -> list[Reserved]:
+            # in spot order, so that two racing transactions lock their rows in one order
+            return [self._reserve_one(conn, ask) for ask in sorted(spots, key=lambda ask: ask.spot.key)]
 
-        if not claims:
+        if not spots:
             return []
-        found = dict(zip(sorted(c.spot.key for c in claims), self._write("claim messages", work), strict=True))
-        return [found[c.spot.key] for c in claims]
+        found = dict(zip(sorted(ask.spot.key for ask in spots), self._write("reserve messages", work), strict=True))
+        return [found[ask.spot.key] for ask in spots]
 
-    def _claim_one(self, conn: Connection, claim: Claim) -> Claimed:
-        spot = claim.spot
+    def _reserve_one(self, conn: Connection, ask: Reserving) -> Reserved:
+        spot = ask.spot
         row: dict[str, Any] = {"scope": self.scope, "topic": spot.topic, "part": spot.partition,
-                               "kafka_offset": spot.offset, "queue": claim.queue}
-        if claim.park:
+                               "kafka_offset": spot.offset, "queue": ask.queue}
+        if ask.park:
             row.update(state=DONE, token=None, lease_until=None, job_id=None, body=None)
         else:
-            row.update(state=LEASED, token=claim.token, lease_until=claim.at, job_id=claim.job_id,
-                       body=claim.body)
-        if conn.execute(self._claim, row).rowcount == 1:
-            if claim.park:
-                self._add(conn, [Delayed(claim.token, claim.queue, claim.at, claim.job_id, claim.body)])
-            return Claimed.WON
+            row.update(state=LEASED, token=ask.token, lease_until=ask.at, job_id=ask.job_id, body=ask.body)
+        if conn.execute(self._reserve, row).rowcount == 1:
+            if ask.park:
+                self._add(conn, [Delayed(ask.token, ask.queue, ask.at, ask.job_id, ask.body)])
+            return Reserved.WON
         state = conn.execute(select(leases.c.state).where(self._at(spot))).scalar()
-        return Claimed.HELD if state == LEASED else Claimed.SETTLED
+        return Reserved.HELD if state == LEASED else Reserved.SETTLED
 
-    def states(self, spots: Sequence[Spot]) -> list[Claimed | None]:
+    def states(self, spots: Sequence[Spot]) -> list[Reserved | None]:
         def work(conn: Connection) -> dict[Spot, int]:
             query = select(leases.c.topic, leases.c.part, leases.c.kafka_offset, leases.c.state).where(
                 or_(*(self._at(s) for s in spots)))
@@ -144,23 +149,23 @@ class SqlLeaseStore:
         if not spots:
             return []
         found = self._read("read lease states", work)
-        named = {LEASED: Claimed.HELD, DONE: Claimed.SETTLED}
+        named = {LEASED: Reserved.HELD, DONE: Reserved.SETTLED}
         return [named.get(found[s]) if s in found else None for s in spots]
 
-    def hold(self, held: Sequence[Held], until: float) -> list[bool]:
+    def extend(self, held: Sequence[Held], until: float) -> list[bool]:
         def work(conn: Connection) -> list[bool]:
             renew = update(leases).values(lease_until=until).execution_options(preserve_rowcount=True)
             return [conn.execute(renew.where(self._held(h))).rowcount == 1 for h in held]
 
         return self._write("extend leases", work) if held else []
 
-    def finish(self, held: Sequence[Held]) -> list[bool]:
+    def acknowledge(self, held: Sequence[Held]) -> list[bool]:
         def work(conn: Connection) -> list[bool]:
             return [conn.execute(self._settle.where(self._held(h))).rowcount == 1 for h in held]
 
-        return self._write("settle leases", work) if held else []
+        return self._write("acknowledge leases", work) if held else []
 
-    def delay(self, held: Held, row: Delayed) -> bool:
+    def release(self, held: Held, row: Delayed) -> bool:
         def work(conn: Connection) -> bool:
             if conn.execute(self._settle.where(self._held(held))).rowcount != 1:
                 return False
@@ -185,7 +190,7 @@ class SqlLeaseStore:
             "scope": self.scope, "id": job.id, "queue": job.queue, "name": job.name,
             "attempts": job.attempts, "error": job.error, "failed_at": job.failed_at, "body": job.body})
 
-    def lapse(self, now: float, limit: int) -> list[Spot]:
+    def reclaim(self, now: float, limit: int) -> list[Spot]:
         lapsed = (
             select(leases.c.topic, leases.c.part, leases.c.kafka_offset, leases.c.token, leases.c.queue,
                    leases.c.job_id, leases.c.body)
@@ -278,22 +283,9 @@ class SqlLeaseStore:
         rows = self._read("count delayed jobs", lambda conn: conn.execute(query).all())
         return {q: DelayedCounts(int(due or 0), int(later or 0)) for q, due, later in rows}
 
-    # -- the failed store and unique locks ----------------------------------------------------
+    # -- the failed store ---------------------------------------------------------------------
 
-    def failed_newest(self, limit: int) -> list[FailedJob]:
-        query = (
-            select(failed.c.id, failed.c.queue, failed.c.name, failed.c.attempts, failed.c.error,
-                   failed.c.failed_at, failed.c.body)
-            .where(failed.c.scope == self.scope)
-            .order_by(failed.c.failed_at.desc(), failed.c.id.desc()).limit(limit)
-        )
-        return [FailedJob(*row) for row in self._read("list failed jobs", lambda conn: conn.execute(query).all())]
-
-    def failed_count(self) -> int:
-        query = select(func.count()).select_from(failed).where(failed.c.scope == self.scope)
-        return int(self._read("count failed jobs", lambda conn: conn.execute(query).scalar_one()))
-
-    def failed_retry(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
+    def retry_failed(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
         pick = select(failed.c.id, failed.c.queue, failed.c.body).where(failed.c.scope == self.scope)
         pick = pick.order_by(failed.c.id).limit(RETRY_BATCH) if id_or_all == "all" else pick.where(
             failed.c.id == id_or_all)
@@ -315,13 +307,31 @@ class SqlLeaseStore:
             if id_or_all != "all" or moved < RETRY_BATCH:
                 return total
 
-    def failed_flush(self) -> int:
+    def flush_failed(self) -> int:
         statement = delete(failed).where(failed.c.scope == self.scope)
         return int(self._write("flush failed jobs", lambda conn: conn.execute(statement).rowcount))
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool:
-        return bool(self._locks.acquire_lock(key, owner, ttl))
+    def count_failed(self) -> int:
+        query = select(func.count()).select_from(failed).where(failed.c.scope == self.scope)
+        return int(self._read("count failed jobs", lambda conn: conn.execute(query).scalar_one()))
 
-    def release_lock(self, key: str, owner: str) -> None:
-        self._locks.release_lock(key, owner)
+    def list_failed(self, limit: int, where: FailedFilter | None = None) -> list[FailedJob]:
+        where = where or FailedFilter()
+        query = _FAILED_ROW.where(failed.c.scope == self.scope)
+        if where.queue is not None:
+            query = query.where(failed.c.queue == where.queue)
+        if where.name is not None:
+            query = query.where(failed.c.name == where.name)
+        if where.since is not None:
+            query = query.where(failed.c.failed_at >= where.since)
+        query = query.order_by(failed.c.failed_at.desc(), failed.c.id.desc()).limit(limit)
+        return [FailedJob(*row) for row in self._read("list failed jobs", lambda conn: conn.execute(query).all())]
 
+    def get_failed(self, job_id: str) -> FailedJob | None:
+        query = _FAILED_ROW.where(failed.c.scope == self.scope, failed.c.id == job_id)
+        row = self._read("read a failed job", lambda conn: conn.execute(query).first())
+        return None if row is None else FailedJob(*row)
+
+
+_FAILED_ROW = select(failed.c.id, failed.c.queue, failed.c.name, failed.c.attempts, failed.c.error,
+                     failed.c.failed_at, failed.c.body)

@@ -16,7 +16,12 @@ A record per message read, keyed by its *spot* (topic, partition, offset):
 - ``done``: settled (acknowledged, failed, released, parked or reclaimed).
 
 Every state change is conditional on the token (or on the deadline having
-passed), so exactly one of several racing workers wins it.
+passed), so exactly one of several racing workers wins it. A lease store
+speaks the port's words: it reserves a spot, extends, acknowledges, releases
+or fails a lease, and reclaims the lapsed ones.
+
+The kafka connection's failed store (`failures.FailedStore`) and unique-job
+locks (`ScopedLocks`, over the lock store driver's own locks) live here too.
 
 Deadlines are compared by every worker, so they are read off the store's own
 clock (`server_clock`: Redis ``TIME``, the database server's clock; on SQLite,
@@ -31,14 +36,15 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
+from jobbridge.drivers.base import FailedFilter, LockStore
 from jobbridge.envelope import FailedJob
 from jobbridge.errors import ConfigurationError
 
 
-class Claimed(IntEnum):
-    """What a claim found: the spot is now ours, someone holds it, or it is settled."""
+class Reserved(IntEnum):
+    """What a reserve found at a spot: it is now ours, someone holds it, or it is settled."""
 
     WON = 0
     HELD = 1
@@ -60,8 +66,8 @@ class Spot:
 
 
 @dataclass(frozen=True, slots=True)
-class Claim:
-    """Take a spot: as a lease until ``at``, or (``park``) as settled with a delayed row due at ``at``.
+class Reserving:
+    """What a reserve asks of one spot: a lease until ``at``, or (``park``) settled with a delayed row due ``at``.
 
     ``token`` is the lease's token, or the delayed row's id when parking.
     """
@@ -110,9 +116,18 @@ class LeaseStore(Protocol):
 
     may_lose_an_accepted_job: bool
 
+    @property
+    def locks(self) -> LockStore:
+        """The lock store driver's own unique-job locks (the kafka driver scopes its keys: `ScopedLocks`)."""
+        ...
+
     def migrate(self) -> None: ...
 
     def describe(self) -> str: ...
+
+    def check(self) -> None:
+        """The lock store driver's start-up check (an evicting Redis drops delayed and failed jobs)."""
+        ...
 
     def server_clock(self) -> Callable[[], float] | None:
         """How to read the store's clock (epoch seconds), or None when this host's clock is the store's."""
@@ -120,23 +135,23 @@ class LeaseStore(Protocol):
 
     # -- leases -------------------------------------------------------------------------------
 
-    def claim(self, claims: Sequence[Claim]) -> list[Claimed]:
+    def reserve(self, spots: Sequence[Reserving]) -> list[Reserved]:
         """Insert each record unless the spot has one already; say what each found."""
         ...
 
-    def states(self, spots: Sequence[Spot]) -> list[Claimed | None]:
+    def states(self, spots: Sequence[Spot]) -> list[Reserved | None]:
         """HELD (leased), SETTLED (done) or None (no record) for each spot."""
         ...
 
-    def hold(self, held: Sequence[Held], until: float) -> list[bool]:
+    def extend(self, held: Sequence[Held], until: float) -> list[bool]:
         """Move each lease still held under its token to ``until``."""
         ...
 
-    def finish(self, held: Sequence[Held]) -> list[bool]:
+    def acknowledge(self, held: Sequence[Held]) -> list[bool]:
         """Settle each lease still held under its token."""
         ...
 
-    def delay(self, held: Held, row: Delayed) -> bool:
+    def release(self, held: Held, row: Delayed) -> bool:
         """Settle the lease and store ``row`` in one step, if it is still held."""
         ...
 
@@ -144,7 +159,7 @@ class LeaseStore(Protocol):
         """Settle the lease and record the failure in one step, if it is still held."""
         ...
 
-    def lapse(self, now: float, limit: int) -> list[Spot]:
+    def reclaim(self, now: float, limit: int) -> list[Spot]:
         """Settle up to ``limit`` leases whose deadline passed, each with a delayed row due ``now``."""
         ...
 
@@ -157,7 +172,7 @@ class LeaseStore(Protocol):
     def add_delayed(self, rows: Sequence[Delayed]) -> None: ...
 
     def take_due(self, now: float, until: float, token: str, limit: int) -> list[Delayed]:
-        """Claim due rows for one promoter: they are due again at ``until`` unless dropped first."""
+        """Take due rows for one promoter: they are due again at ``until`` unless dropped first."""
         ...
 
     def drop_delayed(self, ids: Sequence[str], token: str) -> None:
@@ -182,21 +197,41 @@ class LeaseStore(Protocol):
         """Delayed rows by queue: due by ``now``, and later."""
         ...
 
-    # -- the failed store and unique locks ----------------------------------------------------
+    # -- the failed store ---------------------------------------------------------------------
 
-    def failed_newest(self, limit: int) -> list[FailedJob]: ...
-
-    def failed_count(self) -> int: ...
-
-    def failed_retry(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
+    def retry_failed(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
         """Turn failed jobs into delayed rows due ``now``; `NoFailedJob` for an unknown id."""
         ...
 
-    def failed_flush(self) -> int: ...
+    def flush_failed(self) -> int: ...
 
-    def acquire_lock(self, key: str, owner: str, ttl: float) -> bool: ...
+    def count_failed(self) -> int: ...
 
-    def release_lock(self, key: str, owner: str) -> None: ...
+    def list_failed(self, limit: int, where: FailedFilter | None = None) -> list[FailedJob]:
+        """The newest ``limit`` failed jobs that ``where`` matches (every one when None)."""
+        ...
+
+    def get_failed(self, job_id: str) -> FailedJob | None: ...
+
+
+class ScopedLocks:
+    """A kafka connection's unique-job locks: the lock store's, under a key prefix of the connection's own.
+
+    The prefix keeps them apart from the lock store connection's own locks (the same
+    key dispatched there is another job's) and from any other kafka connection's. A
+    push here cannot join a transaction, so neither does a lock: the app pushes after
+    the commit and drops the lock on a rollback.
+    """
+
+    def __init__(self, locks: LockStore, prefix: str) -> None:
+        self._locks, self._prefix = locks, prefix
+        self.shared = locks.shared  # a database's or a Redis's: every worker sees them
+
+    def acquire(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
+        return self._locks.acquire(self._prefix + key, owner, ttl)
+
+    def release(self, key: str, owner: str) -> None:
+        self._locks.release(self._prefix + key, owner)
 
 
 def store_for(lock_store: object, scope: str, locks: str) -> LeaseStore:
@@ -213,11 +248,11 @@ def store_for(lock_store: object, scope: str, locks: str) -> LeaseStore:
     if _instance_of(lock_store, "jobbridge.drivers.database.driver", "DatabaseDriver"):
         from jobbridge.drivers.kafka.sql_store import SqlLeaseStore
 
-        return SqlLeaseStore.on(lock_store, scope)
+        return SqlLeaseStore.on(cast(Any, lock_store), scope)
     if _instance_of(lock_store, "jobbridge.drivers.redis.driver", "RedisDriver"):
         from jobbridge.drivers.kafka.redis_store import RedisLeaseStore
 
-        return RedisLeaseStore.on(lock_store, scope)
+        return RedisLeaseStore.on(cast(Any, lock_store), scope)
     raise ConfigurationError(
         f"the kafka lock store (connection {locks!r}) is a {type(lock_store).__name__}; it must be a "
         "database or redis driver, shared by every worker and outliving them")

@@ -17,11 +17,11 @@ from enum import IntEnum
 class Mark(IntEnum):
     """Where a read message stands, as far as this consumer knows."""
 
-    #: read into the buffer, not yet claimed by anyone through this consumer
+    #: read into the buffer, not yet reserved by anyone through this consumer
     BUFFERED = 0
-    #: claimed by this consumer and handed out
+    #: reserved by this consumer and handed out
     MINE = 1
-    #: found claimed by another consumer (after a rebalance): settled when the lock store says so
+    #: found reserved by another consumer (after a rebalance): settled when the lock store says so
     FOREIGN = 2
     #: settled for good: the committed offset may pass it
     DONE = 3

@@ -12,6 +12,7 @@ Keys, all under ``prefix`` (default ``jobbridge:``)::
     {prefix}failed           sorted set  failed job ids scored by failed_at
     {prefix}failed:{id}      hash        a failed job: queue, name, attempts, error, failed_at, body
     {prefix}lock:{key}       string      a unique-job lock: "<owner>|<expires_at>", with PX
+    {prefix}schedules        hash        schedule entry -> "<last tick>|<job id>|<fired at>" (`schedules`)
 
 Settings: `jobbridge.drivers.redis.settings` declares them (``SCHEMA``: each key's
 type, bounds and default, and the keys refused with what to write instead).
@@ -22,7 +23,8 @@ disagree agree on every lease; an envelope is at most `MAX_MESSAGE_BYTES`
 never raised (`entries`).
 
 Redis can still lose an accepted job (persistence, replication, eviction):
-``may_lose_an_accepted_job`` is true, and `check_eviction_policy` warns unless
+``may_lose_an_accepted_job`` is true, and the worker's start-up check
+(`RedisDriver.check`, through `check_eviction_policy`) warns unless
 ``maxmemory-policy`` is ``noeviction``. docs/redis.md says what is guaranteed.
 """
 

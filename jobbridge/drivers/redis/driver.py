@@ -5,7 +5,9 @@ clock: Redis's own (`TIME`, through `jobbridge.clock.StoreClock`), so that every
 worker judges every lease by one clock however far its host's clock is off; a
 test's injected clock instead, so that tests cross leases without sleeping.
 XAUTOCLAIM is the real-time safety net for an entry claimed without a lease.
-See docs/redis.md.
+The failed store (``driver.failed``, `failed.FailedStore`) and the unique-job
+locks (``driver.locks``, `locks.LockStore`) are objects of their own on the same
+client. See docs/redis.md.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from jobbridge.drivers.redis.eviction import check_eviction_policy
 from jobbridge.drivers.redis.failed import FailedStore
 from jobbridge.drivers.redis.keys import CONSUMER, GROUP, Keys
 from jobbridge.drivers.redis.locks import LockStore
+from jobbridge.drivers.redis.schedules import RedisSchedules
 from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.drivers.redis.settings import RedisSettings
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
+from jobbridge.envelope import Envelope, QueueCounts, Reservation
 from jobbridge.errors import DriverError
 
 CAPABILITIES = Capabilities(
@@ -41,7 +44,6 @@ CAPABILITIES = Capabilities(
     per_message_release=True,
     priorities=True,
     transactional_push=False,
-    shared_locks=True,
     blocking_reserve=True,
     max_message_bytes=entries.MAX_MESSAGE_BYTES,
 )
@@ -56,6 +58,8 @@ PROMOTE_BATCH = 1000
 RECLAIM_BATCH = 1000
 #: XAUTOCLAIM COUNT per round of the safety-net sweep
 SWEEP_COUNT = 100
+#: stream entries looked at (and delayed jobs deleted) per purge.lua call
+PURGE_BATCH = 1000
 
 
 class RedisDriver:
@@ -73,8 +77,9 @@ class RedisDriver:
         #: what deadlines are read off: Redis's clock, unless a test injected one of its own
         self.clock = store_clock(clock, self._server_time)
         self.scripts = Scripts.register(self.client)
-        self._failed = FailedStore(self.client, self.keys, self.scripts, self.clock)
-        self._locks = LockStore(self.client, self.keys, self.scripts, self.clock)
+        self.failed = FailedStore(self.client, self.keys, self.scripts, self.clock)
+        self.locks = LockStore(self.client, self.keys, self.scripts, self.clock)
+        self.schedules = RedisSchedules(self)
 
     def _server_time(self) -> float:
         """Redis's clock (``TIME``): the one clock every worker on this server shares."""
@@ -101,7 +106,7 @@ class RedisDriver:
         names = list(dict.fromkeys(queues))
         if limit <= 0 or not names:
             return []
-        got, next_due = self._claim(names, limit)
+        got, next_due = self._reserve_now(names, limit)
         if got or wait <= 0:
             return got
         block = min(wait, MAX_BLOCK_SECONDS)
@@ -111,10 +116,13 @@ class RedisDriver:
         if block > 0:
             got = self._block(names, limit, block)
         # a timed-out wait may have let a delayed job fall due: one more promote-and-claim
-        return got or self._claim(names, limit)[0]
+        return got or self._reserve_now(names, limit)[0]
 
-    def _claim(self, queues: list[str], limit: int) -> tuple[list[Reservation], float | None]:
-        """One reserve.lua call: promote due delayed jobs, claim in priority order, record leases."""
+    def _reserve_now(self, queues: list[str], limit: int) -> tuple[list[Reservation], float | None]:
+        """One reserve.lua call: promote due delayed jobs, reserve in priority order, record leases.
+
+        Also returns when the next delayed job falls due, so a blocking reserve wakes for it.
+        """
         now = self.clock.now()
         lease_until = now + self.reservation
         keys = [self.keys.leases]
@@ -136,13 +144,13 @@ class RedisDriver:
                     GROUP, CONSUMER, streams, count=limit, block=max(1, int(seconds * 1000))
                 )
             except ResponseError as exc:
-                if "NOGROUP" in str(exc):  # a stream deleted since _claim created its group
+                if "NOGROUP" in str(exc):  # a stream deleted since _reserve_now created its group
                     return []
                 raise
-            return self._lease_claimed(list(reply or []), queues, limit)
+            return self._lease_reserved(list(reply or []), queues, limit)
 
-    def _lease_claimed(self, reply: list[Any], queues: list[str], limit: int) -> list[Reservation]:
-        """Record leases for what a blocking read claimed; hand back anything beyond ``limit``.
+    def _lease_reserved(self, reply: list[Any], queues: list[str], limit: int) -> list[Reservation]:
+        """Record leases for what a blocking read reserved; hand back anything beyond ``limit``.
 
         The read and the leases are two round trips: a worker dying between them leaves
         entries pending with no lease member, which reclaim's XAUTOCLAIM sweep returns
@@ -238,28 +246,7 @@ class RedisDriver:
         """Every queue pushed to; a name that is not UTF-8 text was written by something else, and is skipped."""
         return {q for raw in self.client.smembers(self.keys.queues) if isinstance(raw, bytes) and (q := _text(raw))}
 
-    # -- the failed store, counts and locks -------------------------------------------------
-
-    def failed_jobs(self, limit: int = 50) -> list[FailedJob]:
-        return self._failed.newest(limit)
-
-    def retry_failed(self, id_or_all: str) -> int:
-        return self._failed.retry(id_or_all)
-
-    def flush_failed(self) -> int:
-        return self._failed.flush()
-
-    def failed_count(self) -> int:
-        return self._failed.count()
-
-    def pending_count(self, queue: str) -> int:
-        """Entries on the stream (ready or reserved: acknowledged ones are deleted) plus delayed."""
-        with translated():
-            pipe = self.client.pipeline(transaction=True)
-            pipe.xlen(self.keys.stream(queue))
-            pipe.zcard(self.keys.delayed(queue))
-            length, delayed = pipe.execute()
-        return int(length) + int(delayed)
+    # -- counts -----------------------------------------------------------------------------
 
     def counts(self) -> list[QueueCounts]:
         now = repr(self.clock.now())
@@ -283,17 +270,30 @@ class RedisDriver:
                 out.append(counts)
         return out
 
-    def acquire_lock(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        return self._locks.acquire(key, owner, ttl)
+    def purge(self, queues: Sequence[str]) -> int:
+        """purge.lua on each queue, a batch per call, up to the stream's last entry when the purge began.
 
-    def release_lock(self, key: str, owner: str) -> None:
-        self._locks.release(key, owner)
+        The reserved entries (the group's pending list) stay; the waiting ones and
+        the delayed set go, with the unique locks their jobs still hold.
+        """
+        total = 0
+        with translated():
+            for queue in dict.fromkeys(queues):
+                keys = [self.keys.stream(queue), self.keys.delayed(queue)]
+                newest = self.client.xrevrange(keys[0], count=1)
+                stop = as_text(newest[0][0]) if newest else "0-0"
+                cursor: str | None = "-"
+                while cursor is not None:
+                    deleted, last = self.scripts.purge(keys, [GROUP, self.keys.lock(""), cursor, PURGE_BATCH, stop])
+                    total += int(deleted)
+                    cursor = None if last is None else as_text(last)
+        return total
 
     # -- the connection ---------------------------------------------------------------------
 
-    def check_eviction_policy(self) -> str:
-        """Warn unless Redis is set to refuse writes rather than evict keys; return the policy."""
-        return check_eviction_policy(self.client)
+    def check(self) -> None:
+        """Warn unless Redis is set to refuse writes rather than evict keys (`eviction`)."""
+        check_eviction_policy(self.client)
 
     def migrate(self) -> None:
         """Nothing to create: reserve.lua creates each queue's consumer group the first time it reads."""

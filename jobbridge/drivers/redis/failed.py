@@ -2,41 +2,33 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any, TypeVar
 
 import redis
 
 from jobbridge.clock import Clock
+from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.redis.connection import translated
 from jobbridge.drivers.redis.keys import Keys
 from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.envelope import Envelope, FailedJob
 from jobbridge.errors import NoFailedJob
 
+#: failures whose queue and name a filtered listing reads per round trip
+FILTER_PAGE = 500
+
 
 class FailedStore:
-    """List, count, retry and flush failed jobs (fail.lua writes them, atomically with the stream)."""
+    """Retry, flush, count, list and read failed jobs (fail.lua writes them, atomically with the stream)."""
 
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, clock: Clock) -> None:
         self.client, self.keys, self.scripts, self.clock = client, keys, scripts, clock
 
-    def newest(self, limit: int) -> list[FailedJob]:
-        """The newest first."""
-        with translated():
-            ids = self._ids(newest=max(limit, 1))
-            pipe = self.client.pipeline(transaction=False)
-            for job_id in ids[:limit]:
-                pipe.hgetall(self._hash(job_id))
-            rows: list[dict[bytes, Any]] = pipe.execute()
-        return [_row(row, job_id) for job_id, row in zip(ids, rows, strict=False) if row]
-
-    def _ids(self, newest: int | None = None) -> list[bytes]:
-        """The index's ids as stored (bytes, whatever wrote them): all, or the ``newest`` first."""
-        if newest is None:
-            found = self.client.zrange(self.keys.failed, 0, -1)
-        else:
-            found = self.client.zrevrange(self.keys.failed, 0, newest - 1)
+    def _ids(self) -> list[bytes]:
+        """The index's ids as stored (bytes, whatever wrote them)."""
+        found = self.client.zrange(self.keys.failed, 0, -1)
         return [raw if isinstance(raw, bytes) else str(raw).encode() for raw in found]
 
     def _hash(self, job_id: bytes) -> bytes:
@@ -91,6 +83,48 @@ class FailedStore:
             pipe.zrem(self.keys.failed, *ids)
             results: list[int] = pipe.execute()
         return int(results[-1])
+
+    def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
+        """The newest first: ``since`` is a range of the index's scores; a queue or a name filter reads
+        the queue and name of each newer failure, `FILTER_PAGE` at a time, until ``limit`` match."""
+        where = where or FailedFilter()
+        filtered = where.queue is not None or where.name is not None
+        floor = "-inf" if where.since is None else repr(where.since)
+        page_size = FILTER_PAGE if filtered else max(limit, 1)
+        ids: list[bytes] = []
+        offset = 0
+        with translated():
+            while len(ids) < limit:
+                page = self._newest(floor, offset, page_size)
+                offset += len(page)
+                ids += self._matching(page, where) if filtered else page
+                if len(page) < page_size:
+                    break
+            pipe = self.client.pipeline(transaction=False)
+            for job_id in ids[:limit]:
+                pipe.hgetall(self._hash(job_id))
+            rows: list[dict[bytes, Any]] = pipe.execute()
+        return [_row(row, job_id) for job_id, row in zip(ids, rows, strict=False) if row]
+
+    def _newest(self, floor: str, offset: int, count: int) -> builtins.list[bytes]:
+        """``count`` ids of the index from the ``offset``-th newest, failed at ``floor`` or later."""
+        found = self.client.zrevrangebyscore(self.keys.failed, "+inf", floor, start=offset, num=count)
+        return [raw if isinstance(raw, bytes) else str(raw).encode() for raw in found]
+
+    def _matching(self, ids: builtins.list[bytes], where: FailedFilter) -> builtins.list[bytes]:
+        """Those of ``ids`` whose queue and name ``where`` asks for (one pipelined HMGET each)."""
+        pipe = self.client.pipeline(transaction=False)
+        for job_id in ids:
+            pipe.hmget(self._hash(job_id), ["queue", "name"])
+        labels: builtins.list[builtins.list[Any]] = pipe.execute()
+        return [job_id for job_id, (queue, name) in zip(ids, labels, strict=True)
+                if (where.queue is None or _text(queue) == where.queue)
+                and (where.name is None or _text(name) == where.name)]
+
+    def get(self, job_id: str) -> FailedJob | None:
+        with translated():
+            row: dict[Any, Any] = self.client.hgetall(self.keys.failed_job(job_id))
+        return _row(row, job_id.encode()) if row else None
 
 
 def _row(row: dict[bytes, Any], job_id: bytes) -> FailedJob:

@@ -15,12 +15,18 @@ from jobbridge.errors import StoreRefused
 
 
 class LockStore:
-    """``SET NX PX`` semantics judged by the driver's clock (Redis's, or a test's), with a real PX as the safety net."""
+    """``SET NX PX`` semantics judged by the driver's clock (Redis's, or a test's), with a real PX as the safety net.
+
+    Shared by every process on this Redis. A push cannot join a transaction here, so
+    ``transaction`` is ignored: the app drops the lock itself if the caller rolls back.
+    """
+
+    shared = True
 
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, clock: Clock) -> None:
         self.client, self.keys, self.scripts, self.clock = client, keys, scripts, clock
 
-    def acquire(self, key: str, owner: str, ttl: float) -> bool:
+    def acquire(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
         if not math.isfinite(ttl):
             raise StoreRefused("a unique lock's ttl must be a finite number of seconds (unique_for)")
         now = self.clock.now()

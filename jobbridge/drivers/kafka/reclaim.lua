@@ -1,8 +1,8 @@
--- lapse.lua: every lease past its deadline is settled, and its job becomes a delayed row due now
+-- reclaim.lua: every lease past its deadline is settled, and its job becomes a delayed row due now
 -- (the row id is the lapsed lease's token, unique to it). One script: one winner however many
 -- workers reclaim at once.
 --
--- Keys as in claim.lua, built from ARGV[1].
+-- Keys as in reserve.lua, built from ARGV[1].
 -- ARGV[2] now (clock seconds)    ARGV[3] at most this many leases
 -- Returns the spots put back.
 

@@ -1,4 +1,4 @@
--- claim.lua: take each message's spot, unless it has a record already (then say whose it is).
+-- reserve.lua: take each message's spot, unless it has a record already (then say whose it is).
 --
 -- Every key is built here from ARGV[1], the scope's prefix "<prefix>kafka:{<scope>}:", whose
 -- hash tag keeps them in one slot:

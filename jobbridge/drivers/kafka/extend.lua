@@ -1,6 +1,6 @@
--- hold.lua: heartbeat; move each lease still held under its token to a new deadline.
+-- extend.lua: heartbeat; move each lease still held under its token to a new deadline.
 --
--- Keys as in claim.lua, built from ARGV[1].
+-- Keys as in reserve.lua, built from ARGV[1].
 -- ARGV[2] the new deadline (clock seconds); then pairs spot, token.
 -- Returns one 1 (renewed) or 0 (settled or reclaimed: the token is gone) per lease.
 
