@@ -48,9 +48,30 @@ class Envelope:
     unique_key: str | None = None
     unique_for: float | None = None
     headers: Mapping[str, Any] = field(default_factory=dict)
+    #: not started by then (epoch seconds, the dispatcher's clock): acknowledged unrun, reported expired
+    expires_at: float | None = None
+
+    @classmethod
+    def new(cls, name: str, queue: str, payload: Mapping[str, Any], *, tries: int, timeout: float, now: float,
+            available_at: float | None = None, id: str | None = None, unique_key: str | None = None,
+            unique_for: float | None = None, headers: Mapping[str, Any] | None = None,
+            expires_at: float | None = None) -> Envelope:
+        """A message about to be pushed: a new UUIDv7 id unless ``id`` is given, created ``now``,
+        available from ``available_at`` (``now`` when not given), no attempt started yet.
+
+        Dispatch (`JobBridge.envelope`) and the facade's publishing and re-sent retries
+        all build their messages here, so that a field every new message needs is set
+        in one place, the same way for all of them.
+        """
+        return cls(id=id or new_id(), name=name, queue=queue, payload=payload, tries=tries, timeout=timeout,
+                   available_at=now if available_at is None else available_at, created_at=now,
+                   unique_key=unique_key, unique_for=unique_for, headers=dict(headers or {}),
+                   expires_at=expires_at)
 
     def encode(self) -> bytes:
         """The stored form: compact JSON, versioned; `PayloadEncodeError` if a value cannot be JSON."""
+        # expires_at is written only when set, so a job without one is stored as before
+        extra = {} if self.expires_at is None else {"expires_at": self.expires_at}
         try:
             return orjson.dumps(
                 {
@@ -67,6 +88,7 @@ class Envelope:
                     "unique_key": self.unique_key,
                     "unique_for": self.unique_for,
                     "headers": self.headers,
+                    **extra,
                 }
             )
         except TypeError as exc:  # orjson's message names a type or a limit, never a value

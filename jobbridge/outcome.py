@@ -16,7 +16,7 @@ class Outcome:
 
     reservation: Reservation
     action: Action
-    label: str  # the log's outcome word: succeeded, released, failed, discarded
+    label: str  # the log's outcome word: succeeded, ignored, revoked, released, failed, discarded
     delay: float = 0.0
     error: str = ""
     exception: BaseException | None = None
@@ -51,16 +51,30 @@ class AcknowledgeJob(Exception):
 
 @dataclass(slots=True)
 class WorkStats:
-    """What a worker (or `run_pending`) did: attempts by how they ended."""
+    """What a worker (or `run_pending`) did: attempts by how they ended.
+
+    An attempt that ended ignored (`AcknowledgeJob`, Celery's ``Ignore``) or
+    cancelled (`JobBridge.cancel`) is acknowledged like a success but counted as
+    itself, so that a summary never reports as done a job that did not run to its end.
+    """
 
     processed: int = 0
     succeeded: int = 0
     released: int = 0
     failed: int = 0
+    ignored: int = 0
+    cancelled: int = 0
+    expired: int = 0  # not started by its expires_at: acknowledged unrun (jobbridge.expiry)
 
     def add(self, outcome: Outcome) -> None:
         self.processed += 1
-        if outcome.action == "acknowledge":
+        if outcome.label == "ignored":
+            self.ignored += 1
+        elif outcome.label == "revoked":
+            self.cancelled += 1
+        elif outcome.label == "expired":
+            self.expired += 1
+        elif outcome.action == "acknowledge":
             self.succeeded += 1
         elif outcome.action == "release":
             self.released += 1
@@ -72,7 +86,13 @@ class WorkStats:
         self.succeeded += other.succeeded
         self.released += other.released
         self.failed += other.failed
+        self.ignored += other.ignored
+        self.cancelled += other.cancelled
+        self.expired += other.expired
 
     def summary(self) -> str:
-        return (f"Processed {self.processed} job attempt(s): {self.succeeded} succeeded, "
-                f"{self.released} released for retry, {self.failed} failed.")
+        """One line; ignored and cancelled attempts are named only when there were some."""
+        rare = [f"{n} {word}" for n, word in ((self.ignored, "ignored"), (self.cancelled, "cancelled"),
+                                              (self.expired, "expired")) if n]
+        parts = [f"{self.succeeded} succeeded", *rare, f"{self.released} released for retry", f"{self.failed} failed"]
+        return f"Processed {self.processed} job attempt(s): {', '.join(parts)}."

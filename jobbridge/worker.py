@@ -8,10 +8,12 @@ reclaims lapsed ones every half lease. Store errors, and anything else a store
 call raises, are logged, signalled and retried with backoff: no message and no
 outcome can stop the loop. Whether a lease is still the worker's is judged by
 this process's monotonic clock since the last reserve or renewal that covered
-it, never by comparing the store's deadline with the local wall clock. `stop`
-finishes and settles what is held; `stop(now=True)` leaves at once. An attempt
-stuck past its timeout (blocked in C) sets ``replace_process``: the caller
-exits with `REPLACE_EXIT_CODE` or re-executes itself. docs/worker.md is the manual.
+it, never by comparing the store's deadline with the local wall clock. When
+to stop is the `Lifecycle`'s (jobbridge.worker_lifecycle: running, draining,
+stopping, halted): `stop` drains (finishes and settles what is held),
+`stop(now=True)` leaves at once, and an attempt stuck past its timeout (blocked
+in C) drains and sets ``replace_process``: the caller exits with
+`REPLACE_EXIT_CODE` or re-executes itself. docs/worker.md is the manual.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome, WorkStats
 from jobbridge.pool import Pool
 from jobbridge.settling import Settler
+from jobbridge.worker_lifecycle import REPLACE_EXIT_CODE as REPLACE_EXIT_CODE
+from jobbridge.worker_lifecycle import STOPPED_AT_ONCE_EXIT_CODE as STOPPED_AT_ONCE_EXIT_CODE
+from jobbridge.worker_lifecycle import Lifecycle
 from jobbridge.worker_process import check_worker_driver as check_worker_driver
 from jobbridge.worker_process import on_stop_signals as on_stop_signals
 
@@ -44,10 +49,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("jobbridge.worker")
 T = TypeVar("T")
 
-#: exit status of a process that must be replaced (a stuck attempt); the supervisor starts a fresh one
-REPLACE_EXIT_CODE = 3
-#: exit status after a second signal stopped the worker without settling
-STOPPED_AT_ONCE_EXIT_CODE = 1
 #: how much work (in attempt-milliseconds) the worker may reserve ahead of its threads
 PREFETCH_MS = 20.0
 #: never more than this many times ``concurrency`` jobs ahead
@@ -101,23 +102,15 @@ class Worker:
         self.driver = bridge.driver(conn.name)
         self.executor: Executor = bridge.executor(conn.name)
         self.stats = WorkStats()
-        self.replace_process = False  # an attempt got stuck: the process must be replaced
-        self.stopped_at_once = False
-        self.ignore_second_signal = False  # a supervised child: the supervisor escalates with SIGKILL
-        self._budget = 1 if self.options.once else self.options.max_jobs
-        self._drain = self.options.once or self.options.stop_when_empty
         self._wake = threading.Event()
+        self.lifecycle = Lifecycle(wake=self._wake.set, once=self.options.once, max_jobs=self.options.max_jobs,
+                                   stop_when_empty=self.options.stop_when_empty)
         self._done: deque[Outcome] = deque()
         self._held: dict[str, Reservation] = {}
         self._renewed: dict[str, float] = {}  # job id -> monotonic start of the call that last leased it
         self._lost: set[str] = set()
         self._stuck: set[str] = set()
         self._settler = Settler(self.driver, failed=self._failed_call, succeeded=self._call_ok)
-        self._reserved = 0
-        self._stop_reason: str | None = None
-        self._announced = False
-        self._halt = False
-        self._signals = 0
         self._errors = 0
         self._backoff_until = 0.0
         self._avg_ms = PREFETCH_MS * 10  # assume slow jobs until some have run
@@ -136,12 +129,13 @@ class Worker:
         try:
             self._loop(pool)
         except _StopNow:
-            self.stopped_at_once = True
+            pass  # the lifecycle is stopping already: the second signal's handler said so
         finally:
             restore()
             pool.close()
             watchdog.listeners.remove(self._on_stuck)
-        if self.stopped_at_once:
+            self.lifecycle.halt()
+        if self.lifecycle.stopped_at_once:
             self._announce_stop()
             log.warning("stopped at once: %d job(s) left reserved; they run again once their "
                         "reservations lapse", len(self._held))
@@ -151,16 +145,33 @@ class Worker:
     def stop(self, now: bool = False) -> None:
         """Take no new jobs and finish the held ones; ``now``: leave without settling anything."""
         if now:
-            self._halt = True
-            self.stopped_at_once = True
-        self._begin_stop("asked to stop")
+            self.lifecycle.stop_now("asked to stop")
+        else:
+            self.lifecycle.drain("asked to stop")
 
     @property
     def exit_code(self) -> int:
         """What a worker process should exit with after `run` returned."""
-        if self.stopped_at_once:
-            return STOPPED_AT_ONCE_EXIT_CODE
-        return REPLACE_EXIT_CODE if self.replace_process else 0
+        return self.lifecycle.exit_code
+
+    @property
+    def replace_process(self) -> bool:
+        """An attempt got stuck: the process must be replaced."""
+        return self.lifecycle.replace_process
+
+    @property
+    def stopped_at_once(self) -> bool:
+        """A second signal (or ``stop(now=True)``) left without settling."""
+        return self.lifecycle.stopped_at_once
+
+    @property
+    def ignore_second_signal(self) -> bool:
+        """Set for a supervised child: its supervisor escalates with SIGKILL, not a second signal."""
+        return self.lifecycle.ignore_second_signal
+
+    @ignore_second_signal.setter
+    def ignore_second_signal(self, value: bool) -> None:
+        self.lifecycle.ignore_second_signal = value
 
     def banner(self) -> str:
         """What a starting worker prints: where the jobs are, which queues, how many at once."""
@@ -179,41 +190,31 @@ class Worker:
                          "it persisted, eviction); use the database driver where every job must survive")
         return "\n".join(lines)
 
-    def _begin_stop(self, reason: str) -> None:
-        if self._stop_reason is None:
-            self._stop_reason = reason
-        self._wake.set()
-
     def _announce_stop(self) -> None:
-        if not self._announced:
-            self._announced = True
-            log.info("worker stopping (%s): no new jobs; finishing %d held job(s)",
-                     self._stop_reason, len(self._held))
-            signals.send(signals.worker_stopping, self, worker=self, stats=self.stats, reason=self._stop_reason)
+        """Once, on the loop's thread, after the lifecycle left running: log and signal why."""
+        reason = self.lifecycle.announcement()
+        if reason is not None:
+            log.info("worker stopping (%s): no new jobs; finishing %d held job(s)", reason, len(self._held))
+            signals.send(signals.worker_stopping, self, worker=self, stats=self.stats, reason=reason)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self._signals += 1
-        if self._signals == 1 or self.ignore_second_signal:
-            self._begin_stop(f"received {signal.Signals(signum).name}")
-            return
-        self.stop(now=True)
-        raise _StopNow
+        if self.lifecycle.signalled(signal.Signals(signum).name):
+            raise _StopNow
 
     def _on_stuck(self, job_id: str) -> None:
         """From the watchdog: an attempt outlived its timeout by the grace period (blocked in C)."""
         self._stuck.add(job_id)
-        self.replace_process = True
         log.error("job %s is still running after its timeout and cannot be interrupted (blocked outside "
                   "Python); this process takes no new jobs and will be replaced", job_id)
-        self._begin_stop(f"job {job_id} is stuck past its timeout")
+        self.lifecycle.stuck(job_id)
 
     # -- the loop ----------------------------------------------------------------------------
 
     def _loop(self, pool: Pool) -> None:
         self._next_reclaim = self.monotonic()  # reclaim at once: a dead worker's jobs come back now
-        while not self._halt:
+        while not self.lifecycle.stopping:
             self._wake.clear()
-            if self._stop_reason is not None:
+            if self.lifecycle.draining:
                 self._announce_stop()
                 if not self._busy():
                     return
@@ -224,14 +225,14 @@ class Worker:
             self._settle()
             self._timers()
             room = self._room()
-            if self._stop_reason is not None or room <= 0:
-                if self._stop_reason is None or self._busy():
+            if not self.lifecycle.running or room <= 0:
+                if self.lifecycle.running or self._busy():
                     self._pause(self._until_timer())
                 continue
             self._take(pool, room)
 
     def _take(self, pool: Pool, limit: int) -> None:
-        blocking = not self._held and not self._drain and self.driver.capabilities.blocking_reserve
+        blocking = not self._held and not self.lifecycle.drains and self.driver.capabilities.blocking_reserve
         wait = min(self.options.sleep, self._until_timer()) if blocking else 0.0
         asked = self.monotonic()  # a lease granted by this call ends no sooner than a lease from now
         got = self._store("reserve", lambda: self.driver.reserve(self.options.queues, limit, wait=wait))
@@ -243,14 +244,10 @@ class Worker:
             self._held[res.id] = res
             self._renewed[res.id] = asked
             pool.submit(res)
-        self._reserved += len(got)
-        if self._budget is not None and self._reserved >= self._budget:
-            self._begin_stop("--once" if self.options.once else f"reached --max-jobs {self._budget}")
-        elif got:
+        self.lifecycle.took(len(got), held=len(self._held))  # the budget spent, or the drain done, ends the run
+        if got or not self.lifecycle.running:
             return
-        elif self._drain and not self._held:
-            self._begin_stop("the queues are empty")
-        elif self._drain:
+        if self.lifecycle.drains:
             self._pause(self._until_timer())  # until a held job finishes
         elif not blocking:
             self._pause(min(self.options.sleep, self._until_timer()))
@@ -265,10 +262,7 @@ class Worker:
         size, held = self.options.concurrency, len(self._held)
         ahead = int(size * min(MAX_AHEAD, PREFETCH_MS / self._avg_ms)) if self._avg_ms < PREFETCH_MS * 5 else 0
         # with jobs ahead, let the threads work the batch down to their number before reserving more
-        room = 0 if ahead and held > size else size + ahead - held
-        if self._budget is not None:
-            room = min(room, self._budget - self._reserved)
-        return room
+        return self.lifecycle.room(0 if ahead and held > size else size + ahead - held)
 
     def _busy(self) -> bool:
         """Held jobs still to finish (a stuck one is not waited for) or outcomes still to store."""

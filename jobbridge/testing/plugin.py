@@ -20,9 +20,15 @@ def jobbridge_clock() -> FixedClock:
 
 
 @pytest.fixture
-def queue_fake() -> QueueFake:
-    """A `QueueFake` on the memory settings; register your jobs on it, then assert what was pushed."""
-    return QueueFake()
+def queue_fake() -> Iterator[QueueFake]:
+    """A `QueueFake` wrapping a bridge of its own on the memory settings; register your jobs on it.
+
+    To record what an app's own bridge is asked to push, wrap that one instead:
+    ``QueueFake(myapp.bridge)``, put where the code under test finds its bridge.
+    """
+    fake = QueueFake()
+    yield fake
+    fake.bridge.close()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""QueueFake records instead of queueing; its assertions refuse to run on a real queue."""
+"""QueueFake wraps a bridge and records instead of queueing; a real bridge is refused as a fake."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from jobbridge import JobBridge, NotAFake, UnknownJob
-from jobbridge.testing import QueueFake
+from jobbridge.testing import QueueFake, as_fake
+from jobbridge.testing.contract import pending
 from tests.unit.jobs import Flaky, Notify, Unique
 
 
@@ -57,14 +58,16 @@ def test_fake_records_a_transactional_dispatch_only_on_commit(queue_fake: QueueF
 
 def test_assertions_raise_on_a_real_queue(jobbridge_memory: JobBridge) -> None:
     with pytest.raises(NotAFake, match="would pass without checking"):
-        jobbridge_memory.assert_pushed(Notify)
+        as_fake(jobbridge_memory).assert_pushed(Notify)
     with pytest.raises(NotAFake):
-        jobbridge_memory.assert_nothing_pushed()
+        as_fake(jobbridge_memory).assert_nothing_pushed()
+    with pytest.raises(AttributeError):  # a real bridge has no assertions at all
+        jobbridge_memory.assert_nothing_pushed()  # type: ignore[attr-defined]
 
 
 def test_bridge_fake_shares_the_registry(jobbridge_memory: JobBridge) -> None:
     jobbridge_memory.register(Notify)
-    fake = jobbridge_memory.fake()
+    fake = QueueFake(jobbridge_memory)
     fake.dispatch(Notify(post_id=1))
-    fake.assert_pushed(Notify)
-    assert jobbridge_memory.driver().pending_count("mail") == 0
+    as_fake(fake).assert_pushed(Notify)
+    assert pending(jobbridge_memory.driver(), "mail") == 0

@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 
-from jobbridge import Backoff, Job, JobContext
+from jobbridge import AcknowledgeJob, Backoff, Job, JobContext
 
 RAN: list[tuple[str, object]] = []
 #: set by the test to let `Block` jobs finish
@@ -112,4 +112,12 @@ class Keyed(Job, name="worker.keyed"):
         RAN.append(("keyed", str(self.ref)))
 
 
-ALL = [Noop, OnQueue, Fails, Spin, Stuck, Block, Together, Async, Signals, Keyed]
+class Ignored(Job, name="worker.ignored"):
+    """Ends itself as done without succeeding (the facade's ``Ignore``)."""
+
+    def handle(self, ctx: JobContext) -> None:
+        RAN.append(("ignored", ctx.attempt))
+        raise AcknowledgeJob("nothing to do")
+
+
+ALL = [Noop, OnQueue, Fails, Spin, Stuck, Block, Together, Async, Signals, Keyed, Ignored]

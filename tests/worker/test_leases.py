@@ -12,6 +12,7 @@ import pytest
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.envelope import Reservation
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from jobbridge.worker import REPLACE_EXIT_CODE
 from tests.worker import jobs
 from tests.worker.conftest import Harness, wait_until
@@ -45,7 +46,7 @@ def test_the_heartbeat_keeps_a_running_jobs_reservation(harness: Harness, clock:
         assert driver.reclaim_expired() == 0, "the renewed reservation has not lapsed"
     assert all(ids == [job_id] and seconds == LEASE for ids, seconds in driver.extends)
     jobs.GO.set()
-    wait_until(lambda: driver.pending_count("default") == 0, "the job to be acknowledged")
+    wait_until(lambda: pending(driver, "default") == 0, "the job to be acknowledged")
     running.worker.stop()
     stats = running.join()
     assert (stats.succeeded, stats.processed) == (1, 1)
@@ -66,7 +67,7 @@ def test_a_lost_reservation_is_reported_and_its_outcome_not_stored(
         wait_until(lambda: len(driver.extends) > seen, "the next heartbeat")
         wait_until(lambda: "was lost" in caplog.text, "the lost reservation to be logged")
         jobs.GO.set()
-        wait_until(lambda: driver.pending_count("default") == 0, "the second attempt to be acknowledged")
+        wait_until(lambda: pending(driver, "default") == 0, "the second attempt to be acknowledged")
     running.worker.stop()
     running.join()
     assert "finished after its reservation was lost" in caplog.text
@@ -82,7 +83,7 @@ def test_the_worker_reclaims_a_dead_workers_job_and_runs_it(harness: Harness, cl
     stats = harness.worker(bridge, stop_when_empty=True).run()
     assert stats.succeeded == 1
     assert jobs.RAN == [("noop", 7)]
-    assert dead.attempt == 1 and driver.pending_count("default") == 0
+    assert dead.attempt == 1 and pending(driver, "default") == 0
 
 
 def test_an_attempt_stuck_in_c_past_its_timeout_gets_the_process_replaced(

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jobbridge import JobBridge
 from jobbridge.settings import Settings
+from jobbridge.testing.contract import pending
 from tests.worker.drain_app import Nothing
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ def test_a_worker_draining_a_backlog_does_not_grow(tmp_path: Path) -> None:
     try:
         while proc.poll() is None:
             rss = rss_kb(proc.pid)
-            left = driver.pending_count("default")
+            left = pending(driver, "default")
             if rss is not None and baseline is None and left <= JOBS - WARM_UP:
                 baseline = rss
             elif rss is not None and baseline is not None and left > 0:
@@ -82,6 +83,6 @@ def test_a_worker_draining_a_backlog_does_not_grow(tmp_path: Path) -> None:
 def driver_pending(url: str) -> int:
     bridge = JobBridge(Settings.from_mapping({"driver": "database", "database_url": url}), jobs=[Nothing])
     try:
-        return bridge.driver().pending_count("default")
+        return pending(bridge.driver(), "default")
     finally:
         bridge.close()

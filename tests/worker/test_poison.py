@@ -17,6 +17,7 @@ from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.envelope import Envelope, Reservation, reservation_from_body
 from jobbridge.limits import MAX_TIMEOUT
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from tests.worker import jobs
 from tests.worker.conftest import Harness
 
@@ -120,14 +121,14 @@ def test_every_poison_kind_fails_once_with_its_reason_and_the_good_jobs_run_once
     assert worker.exit_code == 0
     assert sorted(n for kind, n in jobs.RAN if kind == "noop") == list(range(50)), "every good job ran once"
     assert sorted(tag for kind, tag in jobs.RAN if kind == "on-queue") == sorted(RUNS), "each odd one ran once"
-    failed = {f.id: f for f in store.failed_jobs(500)}
+    failed = {f.id: f for f in store.failed.list(500)}
     assert len(failed) == len(POISON) + 1, "every poison message is in the failed store, once"
     for kind, (_, _, reason) in POISON.items():
         assert reason in failed[ids[kind]].error, (kind, failed[ids[kind]].error)
     assert "Keyed.ref: expected UUID, got an integer" in failed[keyed.id].error, "a permanent failure, never retried"
     assert not any(SECRET in f.error for f in failed.values()), "no error quotes a stored value or field name"
     assert store.raw[ids["not-utf8"]] == failed[ids["not-utf8"]].body, "the failed store keeps the body as stored"
-    assert store.pending_count("default") == 0
+    assert pending(store, "default") == 0
     assert stats.processed == 50 + len(RUNS) + len(POISON) + 1
 
 
@@ -142,7 +143,7 @@ def test_a_huge_timeout_does_not_switch_timeouts_off_for_the_jobs_after_it(
     stats = harness.start(worker).join()  # with timeouts switched off, the loop would run for a minute
     assert ("noop", 1) in jobs.RAN and ("spin", 1) in jobs.RAN
     assert (stats.succeeded, stats.failed) == (1, 1), "the looping job was stopped at its timeout"
-    (failed,) = store.failed_jobs()
+    (failed,) = store.failed.list()
     assert failed.error.startswith("JobTimeout: attempt exceeded its timeout of 0.3s")
     watchdog = bridge.executor().watchdog
     assert watchdog.held <= 2, "finished attempts left nothing in the watchdog"
@@ -172,7 +173,7 @@ def test_a_fault_outside_the_job_is_retried_while_tries_remain_then_failed_never
     clock.advance(600)
     second = harness.worker(bridge, stop_when_empty=True).run()
     assert (second.released, second.failed) == (0, 1), "its tries are spent: failed, not released again"
-    (failed,) = bridge.driver().failed_jobs()
+    (failed,) = bridge.driver().failed.list()
     assert failed.error.startswith("RuntimeError: the executor itself failed") and failed.attempts == 2
     assert jobs.RAN == [], "the job's own code never ran"
-    assert bridge.driver().pending_count("default") == 0
+    assert pending(bridge.driver(), "default") == 0

@@ -11,6 +11,7 @@ from jobbridge import signals
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.envelope import Envelope, Reservation, new_id, undecodable
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from tests.worker import jobs
 from tests.worker.conftest import Harness
 
@@ -31,7 +32,7 @@ def test_only_the_given_queues_are_worked(harness: Harness) -> None:
     bridge.dispatch(jobs.OnQueue(tag="other"), queue="other")
     stats = harness.worker(bridge, queues=("default",), stop_when_empty=True).run()
     assert stats.processed == 0
-    assert bridge.driver().pending_count("other") == 1
+    assert pending(bridge.driver(), "other") == 1
 
 
 def test_concurrency_runs_jobs_at_once_on_threads(harness: Harness) -> None:
@@ -47,7 +48,7 @@ def test_many_jobs_each_run_once_and_are_acknowledged(harness: Harness) -> None:
     stats = harness.worker(bridge, concurrency=8, stop_when_empty=True).run()
     assert stats.succeeded == 500
     assert sorted(n for _, n in jobs.RAN) == list(range(500))
-    assert bridge.driver().pending_count("default") == 0
+    assert pending(bridge.driver(), "default") == 0
 
 
 def test_async_jobs_run_on_the_event_loop(harness: Harness) -> None:
@@ -71,10 +72,10 @@ def test_retries_with_backoff_then_failed_once_then_the_failed_store(harness: Ha
     assert (stats.processed, stats.failed) == (1, 1)
     assert [r for r in jobs.RAN if r[0] == "fails"] == [("fails", 1), ("fails", 2), ("fails", 3)]
     assert [r[0] for r in jobs.RAN].count("fails.failed") == 1
-    (failed,) = bridge.driver().failed_jobs()
+    (failed,) = bridge.driver().failed.list()
     assert (failed.name, failed.attempts) == ("worker.fails", 3)
     assert failed.error.startswith("ConnectionError: attempt 3 failed")
-    assert bridge.driver().pending_count("default") == 0
+    assert pending(bridge.driver(), "default") == 0
 
 
 def test_a_pure_python_loop_is_stopped_at_its_timeout_and_the_worker_goes_on(harness: Harness) -> None:
@@ -112,7 +113,7 @@ def test_unknown_job_names_and_undecodable_payloads_fail_at_once_with_the_reason
     bridge.driver().push([envelope("nobody.registered.this", {}), envelope("worker.on-queue", {"tag": [1, 2]})])
     stats = harness.worker(bridge, stop_when_empty=True).run()
     assert (stats.processed, stats.failed, stats.released) == (2, 2, 0)
-    failed = {f.name: f for f in bridge.driver().failed_jobs()}
+    failed = {f.name: f for f in bridge.driver().failed.list()}
     assert failed["nobody.registered.this"].attempts == 1
     assert "UnknownJob" in failed["nobody.registered.this"].error
     assert failed["worker.on-queue"].attempts == 1
@@ -188,6 +189,6 @@ def test_an_undecodable_message_is_failed_at_once_with_its_body(harness: Harness
     bridge.dispatch(jobs.Noop(n=1))
     stats = harness.worker(bridge, stop_when_empty=True).run()
     assert (stats.processed, stats.failed) == (1, 1)
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.error == "undecodable message: stored message is not JSON"
     assert failed.body == b"\x00garbage" and jobs.RAN == []

@@ -19,6 +19,7 @@ from jobbridge.envelope import Reservation
 from jobbridge.errors import StoreRefused
 from jobbridge.settling import MAX_REFUSALS
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from tests.worker import jobs
 from tests.worker.conftest import Harness
 
@@ -84,7 +85,7 @@ def test_the_refused_outcome_is_given_up_and_the_rest_of_its_batch_is_stored(
 
     assert stats.processed == 13
     assert sorted(n for kind, n in jobs.RAN if kind == "noop" and n != 99) == list(range(12))
-    assert driver.pending_count("default") == 1, "the other outcomes were stored; only the refused one is left"
+    assert pending(driver, "default") == 1, "the other outcomes were stored; only the refused one is left"
     assert driver.refused >= MAX_REFUSALS, "tried alone (and in the batches it came in) up to the bound"
     (gave_up,) = [r for r in caplog.records if r.levelno == logging.ERROR and "gave up" in r.getMessage()]
     assert poisoned in gave_up.getMessage() and type(error).__name__ in gave_up.getMessage()
@@ -131,7 +132,7 @@ def test_an_exception_from_the_store_that_is_no_store_error_is_logged_and_handle
     stats = harness.start(worker).join()
     assert (stats.succeeded, worker.exit_code) == (10, 0)
     assert sorted(n for _, n in jobs.RAN) == list(range(10)), "every job ran once"
-    assert driver.pending_count("default") == 0
+    assert pending(driver, "default") == 0
     # the acknowledge refused once: of a batch ("settle") or of a lone outcome ("settle job <id>")
     assert sorted(f["operation"].split()[0] for f in failures) == ["reclaim", "reserve", "reserve", "settle"]
     assert all(isinstance(f["exception"], TypeError) for f in failures)

@@ -11,6 +11,7 @@ from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.errors import ConfigurationError
 from jobbridge.settings import ConnectionSettings, Settings
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from jobbridge.worker import STOPPED_AT_ONCE_EXIT_CODE, Worker, WorkerOptions
 from tests.worker import jobs
 from tests.worker.conftest import Harness, wait_until
@@ -23,7 +24,7 @@ def test_once_runs_one_job_then_returns(harness: Harness) -> None:
     stats = worker.run()
     assert stats.processed == 1 and worker.exit_code == 0
     assert jobs.RAN == [("noop", 0)]
-    assert bridge.driver().pending_count("default") == 2
+    assert pending(bridge.driver(), "default") == 2
 
 
 def test_once_on_empty_queues_returns_at_once(harness: Harness) -> None:
@@ -35,7 +36,7 @@ def test_max_jobs_stops_after_that_many_attempts(harness: Harness) -> None:
     bridge.dispatch_many(jobs.Noop(n=i) for i in range(10))
     stats = harness.worker(bridge, max_jobs=4, concurrency=8).run()
     assert stats.processed == 4
-    assert bridge.driver().pending_count("default") == 6
+    assert pending(bridge.driver(), "default") == 6
 
 
 def test_stop_when_empty_drains_what_is_available_now(harness: Harness, clock: FixedClock) -> None:
@@ -45,7 +46,7 @@ def test_stop_when_empty_drains_what_is_available_now(harness: Harness, clock: F
     stats = harness.worker(bridge, stop_when_empty=True).run()
     assert stats.succeeded == 5
     assert ("noop", 99) not in jobs.RAN
-    assert bridge.driver().pending_count("default") == 1, "the delayed job waits"
+    assert pending(bridge.driver(), "default") == 1, "the delayed job waits"
 
 
 def test_stop_finishes_the_running_job_and_settles_it(harness: Harness) -> None:
@@ -59,7 +60,7 @@ def test_stop_finishes_the_running_job_and_settles_it(harness: Harness) -> None:
     stats = running.join()
     assert (stats.processed, stats.succeeded) == (1, 1)
     assert ("block.done", 1) in jobs.RAN and ("noop", 1) not in jobs.RAN, "no new job after stop()"
-    assert bridge.driver().pending_count("default") == 1
+    assert pending(bridge.driver(), "default") == 1
     assert running.worker.exit_code == 0
 
 
@@ -86,7 +87,7 @@ def test_sigterm_lets_the_running_job_finish(harness: Harness) -> None:
     assert (stats.processed, stats.succeeded) == (1, 1)
     assert ("signals.done", 1) in jobs.RAN and ("noop", 1) not in jobs.RAN
     assert worker.exit_code == 0
-    assert bridge.driver().pending_count("default") == 1
+    assert pending(bridge.driver(), "default") == 1
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")

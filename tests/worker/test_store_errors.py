@@ -11,6 +11,7 @@ from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.envelope import Reservation
 from jobbridge.errors import DriverUnavailable
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from jobbridge.worker import Worker, WorkerOptions
 from tests.worker import jobs
 from tests.worker.conftest import Harness
@@ -59,7 +60,7 @@ def test_store_errors_are_reported_and_the_worker_goes_on(harness: Harness, cloc
         signals.queue_operation_failed.disconnect(failed)
     assert stats.succeeded == 20
     assert sorted(n for _, n in jobs.RAN) == list(range(20)), "every job ran once"
-    assert driver.pending_count("default") == 0, "every job was acknowledged in the end"
+    assert pending(driver, "default") == 0, "every job was acknowledged in the end"
     assert sorted(op for _, op in seen) == ["reclaim", "reserve", "reserve", "reserve", "settle", "settle"]
     assert all(sender is worker for sender, _ in seen)
 
@@ -112,7 +113,7 @@ def test_leases_are_judged_by_the_worker_not_by_its_wall_clock_against_the_store
     driver.push([bridge.envelope(jobs.Noop(n=1)).replace(available_at=store_clock.now())])
     stats = harness.worker(bridge, stop_when_empty=True, sleep=0.01).run()
     assert stats.succeeded == 1
-    assert driver.pending_count("default") == 0, "stored once the store answered: the lease was still held"
+    assert pending(driver, "default") == 0, "stored once the store answered: the lease was still held"
 
 
 class AcknowledgesNothing(Flaky):
