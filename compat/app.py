@@ -18,6 +18,7 @@ from typing import Any
 
 from jobbridge import JobBridge
 from jobbridge.execution import Middleware
+from jobbridge.integrations import django_installed_apps
 
 from . import shared
 from .canvas import builtins
@@ -179,9 +180,7 @@ class Celery:
             cls.name = name
         if not hasattr(cls, "app") or cls.app is not self:
             cls.app = self
-        lo, hi = getattr(task, "soft_time_limit", None), getattr(task, "time_limit", None)
-        if lo is not None and hi is not None and lo > hi:
-            raise ValueError(f"task {name}: soft_time_limit ({lo}) must not exceed time_limit ({hi})")
+        calling.check_time_limits(getattr(task, "soft_time_limit", None), getattr(task, "time_limit", None), name)
         with self._lock:
             self._tasks[name] = task
             job = self._jobs[name] = runner.job_class(task)
@@ -211,7 +210,11 @@ class Celery:
 
     def autodiscover_tasks(self, packages: Iterable[str] | Callable[[], Iterable[str]] | None = None,
                            related_name: str = "tasks", force: bool = False) -> None:
-        """Import ``<package>.<related_name>`` for each package (Django's INSTALLED_APPS by default)."""
+        """Import ``<package>.<related_name>`` for each package (Django's installed apps by default).
+
+        As in Celery, nothing is imported until the app is finalized (``jobbridge worker -A``,
+        ``app.tasks``, the first publish); Django is set up then if it was not.
+        """
         self._pending_packages.append((packages, related_name))
         if force or self._finalized:
             self._discover()
@@ -220,7 +223,7 @@ class Celery:
         while self._pending_packages:
             packages, related = self._pending_packages.pop(0)
             found = packages() if callable(packages) else packages
-            for package in _django_apps() if found is None else found:
+            for package in django_installed_apps() if found is None else found:
                 _import_related(package, related)
 
     def finalize(self, auto: bool = False) -> None:
@@ -349,22 +352,11 @@ def _check_task_options(name: str, options: Mapping[str, Any]) -> None:
     for key, (ok, why) in _TASK_REFUSALS.items():
         if key in options and not ok(options[key]):
             raise RefusedFeature(f"task {name}: {key}={options[key]!r} is refused: {why}")
-    lo, hi = options.get("soft_time_limit"), options.get("time_limit")
-    if lo is not None and hi is not None and lo > hi:
-        raise ValueError(f"task {name}: soft_time_limit ({lo}) must not exceed time_limit ({hi})")
+    calling.check_time_limits(options.get("soft_time_limit"), options.get("time_limit"), name)
     for key in ("max_retries", "default_retry_delay", "time_limit", "soft_time_limit"):
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
             raise ValueError(f"task {name}: {key} must be a number of at least 0, not {value!r}")
-
-
-def _django_apps() -> list[str]:
-    """Django's installed apps, when Django is there (what Celery's Django fixup discovers)."""
-    try:  # Django is an optional dependency: imported only when autodiscovery asks for its installed apps
-        from django.apps import apps  # type: ignore[import-not-found]
-    except ImportError:
-        return []
-    return [config.name for config in apps.get_app_configs()]
 
 
 def _import_related(package: str, related: str) -> None:

@@ -10,6 +10,7 @@ jobbridge job). ``delay`` is a plain method looked up on the task object, so
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import socket
@@ -17,11 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from jobbridge.envelope import new_id
+from jobbridge.integrations import django_in_use, django_on_commit
 
-from . import states
+from . import codec, states
 from .canvas.maps import chunks, xmap, xstarmap
 from .canvas.signature import Signature
-from .exceptions import MaxRetriesExceededError, NotRegistered, RefusedFeature, Retry
+from .exceptions import ImproperlyConfigured, MaxRetriesExceededError, NotRegistered, RefusedFeature, Retry
 from .ports import AppPort, TaskPort
 from .request import Request as Context
 from .request import RequestStack, task_stack
@@ -159,6 +161,28 @@ class Task:
             options["task_id"] = task_id
         found = calling.publish(self.app, self.name, args, kwargs, options, task=self)
         return self.AsyncResult(found)
+
+    def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:
+        """``delay()`` once Django's current transaction commits; nothing if it rolls back (see below)."""
+        self.apply_async_on_commit(args, kwargs)
+
+    def apply_async_on_commit(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                              **options: Any) -> None:
+        """``apply_async()`` from Django's ``transaction.on_commit``: at once outside an atomic block.
+
+        Returns None, as there is no task id before the commit. The arguments are checked
+        here, at the call, not at the commit. A process that dies between the commit and
+        the send loses the task: ``apply_async(..., transaction=connection)`` on a database
+        broker stores it inside the transaction instead (docs/django.md).
+        """
+        if not django_in_use():
+            raise ImproperlyConfigured(f"{self.name}.apply_async_on_commit() waits for a Django transaction, but "
+                                       "no Django project is configured here (DJANGO_SETTINGS_MODULE): call "
+                                       "apply_async() or delay()")
+        call_args, call_kwargs = tuple(args or ()), dict(kwargs or {})
+        self.check_arguments(*call_args, **call_kwargs)
+        codec.encode_call(self.name, list(call_args), call_kwargs, self.positional_names())
+        django_on_commit(functools.partial(self.apply_async, call_args, call_kwargs, **options))
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               link: Any = None, link_error: Any = None, task_id: str | None = None, retries: int | None = None,

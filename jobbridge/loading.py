@@ -6,6 +6,12 @@ documentation recommends). The object found may be a `JobBridge`, an object
 with a ``jobbridge_app()`` method returning one (the Celery facade's app), or
 a zero-argument callable returning one. The working directory is put on
 ``sys.path`` first, so ``-A proj`` finds ``./proj`` as it does with Celery.
+
+In a Django project (Django installed, ``DJANGO_SETTINGS_MODULE`` set, by the
+environment or by the module ``-A`` names, as a project's ``celery.py`` does)
+``django.setup()`` runs before anything imports a task module, and the app
+found runs each attempt with Django's connections looked after
+(`jobbridge.integrations.django`).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Any
 
 from jobbridge.app import JobBridge
 from jobbridge.errors import ConfigurationError
+from jobbridge.integrations import adopt_django, setup_django
 
 MODULE_ATTRIBUTES = ("bridge", "app", "celery")
 
@@ -33,7 +40,15 @@ def load_app(spec: str) -> JobBridge:
     if not module_name:
         raise AppNotFound(f"-A {spec!r}: give a module, as in -A myapp.jobs:bridge or -A myapp")
     _cwd_on_path()
+    setup_django()  # settings named already: the module may import models at its top
     module = _import(module_name, spec)
+    setup_django()  # or named by the module itself; either way before its tasks are imported
+    bridge = _find(module, module_name, attr, spec)
+    adopt_django(bridge)
+    return bridge
+
+
+def _find(module: ModuleType, module_name: str, attr: str, spec: str) -> JobBridge:
     if attr:
         return _as_bridge(_attribute(module, attr, spec), f"{module_name}:{attr}")
     tried = [f"{module_name}:{name}" for name in MODULE_ATTRIBUTES]

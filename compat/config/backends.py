@@ -9,7 +9,8 @@ Celery result_backend                       jobbridge ``results``
 ``database`` (old style) + ``database_url`` ``database_url``
 ``cache+memory://``, ``memory://``          ``memory://`` (this process only: tests)
 ``rpc://``, ``amqp://``                     refused: results would travel over AMQP
-``django-db``, ``django-cache``             refused: write ``db+<the Django database URL>``
+``django://ALIAS``                          the same: a database of Django's ``DATABASES``
+``django-db``, ``django-cache``             refused: write ``django://default``
 anything else                               refused, naming the backends that work
 ==========================================  ==================================================
 
@@ -31,14 +32,14 @@ from .brokers import scheme_of
 NEVER = 10 * 365 * 86400.0
 _WORKING = ("redis://host:6379/1, db+postgresql://user@host/db, db+mysql://user@host/db, "
             "db+sqlite:///results.sqlite3")
-_DATABASE = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
+_DATABASE = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "django")
 _SAME_STORE = ("write result_backend = the store your broker_url names (the same redis:// URL, or "
                "db+<the database URL>): jobbridge keeps results, revokes and chord counters there")
 _REFUSED = {
     "rpc": "rpc:// sends results back over AMQP, which jobbridge does not have; " + _SAME_STORE,
     "amqp": "amqp:// keeps results in RabbitMQ, which jobbridge does not have; " + _SAME_STORE,
-    "django-db": ("django-celery-results' tables are not used; write result_backend = "
-                  "'db+<your Django database URL>' (results go to the jobbridge_results table)"),
+    "django-db": ("django-celery-results' tables are not used; write result_backend = 'django://default' "
+                  "(results go to the jobbridge_results table of that Django database)"),
     "django-cache": "Django's cache is not a result store here; " + _SAME_STORE,
     "sentinel": "Redis Sentinel is not supported; point result_backend at the master (redis://host:6379/1)",
 }

@@ -6,17 +6,22 @@ Celery broker URL                           jobbridge
 ``redis://``, ``rediss://``                 driver redis, ``redis_url``
 ``sqla+<db-url>``, ``db+<db-url>``          driver database, ``database_url`` = ``<db-url>``
 ``sqlite://``, ``postgresql://``, ...       driver database, ``database_url``
+``django://ALIAS``                          driver database on a database of Django's ``DATABASES``
 ``memory://``                               driver memory (this process only)
 ``sqs://``                                  driver sqs; the queue URL from predefined_queues
 ``confluentkafka://``, ``kafka://``          driver kafka, ``kafka_brokers``
 ``amqp://``, ``pyamqp://``, ...             refused: jobbridge has no AMQP driver
 anything else                               refused, naming the schemes that work
 ==========================================  ==================================================
+
+Its transport options, and ``broker_connection_timeout``, become the driver's
+own settings, or are refused saying why (compat/config/transport_options.py).
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -24,8 +29,9 @@ from urllib.parse import unquote, urlsplit
 from jobbridge.redaction import quoted
 
 from ..exceptions import ImproperlyConfigured, RefusedFeature
+from . import transport_options
 
-_DATABASE = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
+_DATABASE = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "django")
 _WORKING = ("redis://host:6379/0, rediss://..., sqla+postgresql://user@host/db (or any SQLAlchemy URL; "
             "sqla+sqlite:///jobs.sqlite3), sqs://, memory://")
 _AMQP = ("jobbridge has no AMQP driver, so RabbitMQ cannot hold its jobs. Point broker_url at another "
@@ -37,24 +43,10 @@ _REFUSED_SCHEMES = {
                 "(redis://host:6379/0)",
 }
 
-# Transport options per driver: honoured as a jobbridge key, or accepted (changing nothing), with why.
-_REDIS_OPTIONS: dict[str, str | None] = {
-    "global_keyprefix": "redis_prefix",
-    "visibility_timeout": None,  # the reservation is a short lease renewed while the task runs
-    "fanout_prefix": None, "fanout_patterns": None,  # no broadcast queues
-    "queue_order_strategy": None,  # queues are always tried in the order the worker lists them
-    "max_connections": None, "health_check_interval": None, "retry_on_timeout": None,
-    "socket_keepalive": None, "socket_timeout": None, "socket_connect_timeout": None,
-    "max_retries": None, "interval_start": None, "interval_step": None, "interval_max": None,
-}
-_SQS_OPTIONS: dict[str, str | None] = {
-    "region": "sqs_region", "predefined_queues": None, "visibility_timeout": None,
-    "wait_time_seconds": None, "polling_interval": None, "queue_name_prefix": None,
-    "max_retries": None, "interval_start": None, "interval_step": None, "interval_max": None,
-}
-_COMMON_OPTIONS: dict[str, str | None] = {
-    "max_retries": None, "interval_start": None, "interval_step": None, "interval_max": None,
-    "visibility_timeout": None, "polling_interval": None,
+#: each driver's setting for how long connecting may take, which broker_connection_timeout (seconds) sets
+_CONNECT_TIMEOUT: dict[str, tuple[str, float, bool]] = {
+    "redis": ("redis_connect_timeout_ms", 1000, True), "database": ("database_connect_timeout", 1, True),
+    "sqs": ("sqs_connect_timeout", 1, False), "kafka": ("kafka_connect_timeout", 1, False),
 }
 
 
@@ -87,46 +79,65 @@ def driver_of(url: str) -> str:
                          f"{scheme}://. Use one of {_WORKING}")
 
 
-def jobbridge_backend(url: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The jobbridge settings that name the backend for ``url`` and its transport options."""
+def jobbridge_backend(url: str, options: Mapping[str, Any] | None,
+                      connect_timeout: Any = None) -> dict[str, Any]:
+    """The jobbridge settings that name the backend for ``url``, with its transport options and
+    ``broker_connection_timeout`` (``connect_timeout``, seconds; a transport option's own wins)."""
     check_url(url)
     driver = driver_of(url)
     opts = dict(options or {})
     if driver == "redis":
-        return {"driver": "redis", "redis_url": url, **_options(opts, _REDIS_OPTIONS, "redis")}
-    if driver == "database":
-        _options(opts, _COMMON_OPTIONS, "database")
+        backend = {"driver": "redis", "redis_url": url, **_options(opts, transport_options.REDIS, "redis")}
+    elif driver == "database":
         scheme = scheme_of(url)
         inner = url.split("+", 1)[1] if scheme.split("+", 1)[0] in ("sqla", "db") else url
-        return {"driver": "database", "database_url": inner}
-    if driver == "memory":
-        _options(opts, _COMMON_OPTIONS, "memory")
-        return {"driver": "memory"}
-    if driver == "kafka":
-        _options(opts, _COMMON_OPTIONS, "kafka")
+        backend = {"driver": "database", "database_url": inner, **_options(opts, transport_options.COMMON, driver)}
+    elif driver == "memory":
+        backend = {"driver": "memory", **_options(opts, transport_options.COMMON, "memory")}
+    elif driver == "kafka":
         hosts = url.split("://", 1)[1].strip("/")
-        return {"driver": "kafka", "kafka_brokers": [h for h in hosts.split(",") if h]}
-    return _sqs(url, opts)
+        backend = {"driver": "kafka", "kafka_brokers": [h for h in hosts.split(",") if h],
+                   **_options(opts, transport_options.COMMON, "kafka")}
+    else:
+        backend = _sqs(url, opts)
+    return {**_connect_timeout(backend, connect_timeout), **backend}
 
 
-def _options(opts: Mapping[str, Any], known: Mapping[str, str | None], driver: str) -> dict[str, Any]:
+def _connect_timeout(backend: Mapping[str, Any], seconds: Any) -> dict[str, Any]:
+    """broker_connection_timeout as the driver's connect timeout; SQLite and memory have nothing to connect to."""
+    target = _CONNECT_TIMEOUT.get(str(backend["driver"]))
+    on_sqlite = str(backend.get("database_url", "")).lower().startswith("sqlite")
+    if seconds is None or target is None or on_sqlite:
+        return {}
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not 0 < seconds < math.inf:
+        raise ImproperlyConfigured(f"broker_connection_timeout is a positive number of seconds, not {quoted(seconds)}")
+    key, scale, whole = target
+    return {key: math.ceil(seconds * scale) if whole else float(seconds)}
+
+
+def _options(opts: Mapping[str, Any], known: Mapping[str, transport_options.Option], driver: str) -> dict[str, Any]:
+    """The settings the transport options set; one jobbridge cannot honour is refused, saying why."""
     out: dict[str, Any] = {}
     for key, value in opts.items():
-        if key not in known:
+        option = known.get(key)
+        if option is None:
             close = difflib.get_close_matches(key, list(known), n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
+            honoured, accepted = transport_options.known_options(known)
             raise RefusedFeature(
                 f"broker_transport_options[{key!r}] is not honoured by the jobbridge {driver} driver{hint}; "
-                f"it reads {', '.join(sorted(k for k, v in known.items() if v)) or 'none of them'} and accepts "
-                f"{', '.join(sorted(k for k, v in known.items() if not v))} (which change nothing). Remove it")
-        target = known[key]
-        if target is not None:
-            out[target] = value
+                f"it reads {', '.join(honoured) or 'none of them'} and accepts "
+                f"{', '.join(accepted)} (those that change nothing, or only some values). Remove it")
+        if option.ok is not None and not option.ok(value):
+            raise RefusedFeature(f"broker_transport_options[{key!r}] = {quoted(value, key)} is refused on the "
+                                 f"jobbridge {driver} driver: {option.why}. Write instead: {option.instead}")
+        if option.to is not None:
+            out.update(option.to(value))
     return out
 
 
 def _sqs(url: str, opts: dict[str, Any]) -> dict[str, Any]:
-    out = _options(opts, _SQS_OPTIONS, "sqs")
+    out = _options(opts, transport_options.SQS, "sqs")
     queues = opts.get("predefined_queues") or {}
     if not isinstance(queues, Mapping) or len(queues) != 1:
         raise RefusedFeature(

@@ -14,6 +14,15 @@ _STORE_CLIENT = ("the result store's client retries a store that fails within ea
                  "worker never fails a task because storing its result failed (that is logged)")
 _CHORD_JOIN = ("a chord's join is a counter in the result store, decremented by each header task as it ends: "
                "nothing polls, and the counter is kept for result_expires")
+_STORE_SOCKETS = ("the redis result store's client is bounded as the redis driver's is (5 s to connect, 5 s for "
+                  "an answer unless its connection says otherwise), never retries a command that timed out, sets "
+                  "no keepalive and caps no pool")
+_STORE_SOCKETS_INSTEAD = ("remove it; when result_backend is the broker's redis, its timeouts are the broker's: write "
+                          "broker_transport_options socket_timeout and socket_connect_timeout")
+_DB_ENGINE = ("the result store's engine is built as the database driver's (its pool, and its connect and "
+              "statement timeouts), and creates its tables when it opens")
+_DB_ENGINE_INSTEAD = ("remove it: the engine is jobbridge's; its timeouts are the database connection's "
+                      "connect_timeout and statement_timeout")
 _OTHER_BACKENDS = ("configures a result backend jobbridge does not have; result_backend naming it is refused, "
                    "so this changes nothing")
 
@@ -51,6 +60,8 @@ RESULT_RULES: list[tuple[Rule, str]] = [
     result_backend_base_sleep_between_retries_ms CELERY_RESULT_BACKEND_BASE_SLEEP_BETWEEN_RETRIES_MS
     result_backend_max_retries CELERY_RESULT_BACKEND_MAX_RETRIES
     result_backend_max_sleep_between_retries_ms CELERY_RESULT_BACKEND_MAX_SLEEP_BETWEEN_RETRIES_MS
+    """),
+    (Rule("accept", _STORE_SOCKETS, _STORE_SOCKETS_INSTEAD, _empty), """
     redis_max_connections CELERY_REDIS_MAX_CONNECTIONS
     redis_retry_on_timeout CELERY_REDIS_RETRY_ON_TIMEOUT
     redis_socket_connect_timeout CELERY_REDIS_SOCKET_CONNECT_TIMEOUT
@@ -86,10 +97,12 @@ RESULT_RULES: list[tuple[Rule, str]] = [
     (Rule("accept", "a failed task's traceback is stored as text (AsyncResult.traceback)"), """
     task_remote_tracebacks CELERY_REMOTE_TRACEBACKS
     """),
-    (Rule("accept", "the result store uses the database driver's engine, and creates its tables when it opens"), """
-    database_engine_options CELERY_RESULT_ENGINE_OPTIONS
+    (Rule("accept", _DB_ENGINE), """
     database_short_lived_sessions CELERY_RESULT_DB_SHORT_LIVED_SESSIONS
     database_create_tables_at_setup DATABASE_CREATE_TABLES_AT_SETUP
+    """),
+    (Rule("accept", _DB_ENGINE, _DB_ENGINE_INSTEAD, _empty), """
+    database_engine_options CELERY_RESULT_ENGINE_OPTIONS
     database_engine_callback DATABASE_ENGINE_CALLBACK
     """),
     (Rule("refuse", "the result tables are jobbridge_results, jobbridge_cancelled and jobbridge_counters",

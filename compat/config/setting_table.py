@@ -36,8 +36,21 @@ def _json(value: Any) -> bool:
     return value is None or str(value).lower() in ("json", "application/json")
 
 _QUEUE_NAMES = "jobbridge routes by queue name alone: there are no exchanges, bindings or queue types to declare"
-_CONNECTION = ("each jobbridge driver manages its own client: a worker backs off and retries a store that "
-               "fails, and never exits for it (the redis driver has connect_timeout_ms and reconnect settings)")
+_CONNECTION = ("each jobbridge driver manages its own client, bounded by the store's connect and answer "
+               "timeouts: a worker backs off and retries a store that fails, and never exits for it")
+_RETRIES_FOR_EVER = ("remove it: a worker never gives up on its store (it retries with backoff for as long as it "
+                     "runs; stop it from outside if it must exit), and a dispatch fails at once")
+_PUBLISH = ("a dispatch that cannot reach the store fails at once with DriverUnavailable, within the store's "
+            "connect and answer timeouts, so the caller decides (retry, or fail the request)")
+_PUBLISH_INSTEAD = ("remove it; on redis, redis_reconnect = true (and redis_reconnect_attempts) sends a command "
+                    "again across a dropped connection")
+_POOL_LIMIT = ("jobbridge does not cap its connections to the store by a setting: each process holds a few "
+               "(redis: one per thread that talks at once; a database: SQLAlchemy's pool, 5 kept and 10 more at "
+               "a peak)")
+_AMQP_ONLY = ("it configures an AMQP connection, which jobbridge does not have; a store that stops answering "
+              "fails each call within its connect and answer timeouts")
+_WORKER_LOGGING = ("the worker adds a log handler only when the root logger has none, and leaves stdout and "
+                   "stderr alone; connect setup_logging to configure logging yourself")
 _ACKS = ("a job is acknowledged only after its attempt ends, and a job whose worker is lost comes back "
          "once its reservation lapses; write tasks to be safe to run twice")
 _FAILED_STORE = "set it to True or remove it: a failed job goes to the failed store (jobbridge failed / retry)"
@@ -64,9 +77,16 @@ _LOGGING = ("configure logging yourself: connect celery.signals.setup_logging (j
 _add(Rule("honour", "selects the jobbridge driver and its URL (see docs/compat.md, broker URLs)"), """
 broker_url BROKER_URL
 """)
-_add(Rule("honour", "read per key: global_keyprefix is the redis prefix, region and predefined_queues "
-          "configure sqs, visibility_timeout is accepted (the reservation is renewed while a task runs)"), """
+_add(Rule("honour", "read per key (docs/compat.md, broker URLs): each option becomes the driver's own setting "
+          "(socket_timeout is redis_response_timeout_ms, global_keyprefix the redis prefix, region and "
+          "predefined_queues configure sqs), changes nothing (visibility_timeout: the reservation is renewed "
+          "while a task runs), or is refused with the reason"), """
 broker_transport_options BROKER_TRANSPORT_OPTIONS
+""")
+_add(Rule("honour", "how long connecting to the store may take: the driver's connect timeout (redis "
+          "connect_timeout_ms, database, sqs and kafka connect_timeout; a transport option's own wins); SQLite "
+          "and memory have nothing to connect to"), """
+broker_connection_timeout BROKER_CONNECTION_TIMEOUT
 """)
 _add(Rule("honour", "the facade runs tasks inline at delay()/apply_async(), as Celery does"), """
 task_always_eager CELERY_ALWAYS_EAGER
@@ -113,6 +133,8 @@ task_create_missing_queue_type CELERY_CREATE_MISSING_QUEUE_TYPE
 task_create_missing_queue_exchange_type CELERY_CREATE_MISSING_QUEUE_EXCHANGE_TYPE
 worker_detect_quorum_queues CELERYD_DETECT_QUORUM_QUEUES
 broker_native_delayed_delivery_queue_type BROKER_NATIVE_DELAYED_DELIVERY_QUEUE_TYPE
+""")
+_add(Rule("accept", _AMQP_ONLY), """
 broker_heartbeat BROKER_HEARTBEAT
 broker_heartbeat_checkrate BROKER_HEARTBEAT_CHECKRATE
 broker_login_method BROKER_LOGIN_METHOD
@@ -123,15 +145,25 @@ _add(Rule("accept", "there are no per-worker queues; " + _QUEUE_NAMES,
 worker_direct CELERY_WORKER_DIRECT
 """)
 _add(Rule("accept", _CONNECTION), """
-broker_connection_retry BROKER_CONNECTION_RETRY
 broker_connection_retry_on_startup BROKER_CONNECTION_RETRY_ON_STARTUP
-broker_connection_max_retries BROKER_CONNECTION_MAX_RETRIES
-broker_connection_timeout BROKER_CONNECTION_TIMEOUT
-broker_pool_limit BROKER_POOL_LIMIT
 broker_pool_acquire_timeout BROKER_POOL_ACQUIRE_TIMEOUT
-task_publish_retry CELERY_TASK_PUBLISH_RETRY
-task_publish_retry_policy CELERY_TASK_PUBLISH_RETRY_POLICY
 worker_cancel_long_running_tasks_on_connection_loss CELERYD_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS
+""")
+_add(Rule("accept", _CONNECTION, "remove it: a worker never exits for a store that fails", _is(True, None)), """
+broker_connection_retry BROKER_CONNECTION_RETRY
+""")
+_add(Rule("accept", _CONNECTION, _RETRIES_FOR_EVER, _is(None, 0)), """
+broker_connection_max_retries BROKER_CONNECTION_MAX_RETRIES
+""")
+_add(Rule("accept", _POOL_LIMIT, "remove it; jobbridge's connections are not capped by a setting",
+          _is(None)), """
+broker_pool_limit BROKER_POOL_LIMIT
+""")
+_add(Rule("accept", _PUBLISH, _PUBLISH_INSTEAD, _is(False, None)), """
+task_publish_retry CELERY_TASK_PUBLISH_RETRY
+""")
+_add(Rule("accept", _PUBLISH, _PUBLISH_INSTEAD, _empty), """
+task_publish_retry_policy CELERY_TASK_PUBLISH_RETRY_POLICY
 """)
 _add(Rule("accept", _ACKS), """
 task_acks_late CELERY_ACKS_LATE
@@ -162,10 +194,12 @@ worker_timer CELERYD_TIMER
 worker_timer_precision CELERYD_TIMER_PRECISION
 worker_enable_soft_shutdown_on_idle CELERYD_ENABLE_SOFT_SHUTDOWN_ON_IDLE
 worker_soft_shutdown_timeout CELERYD_SOFT_SHUTDOWN_TIMEOUT
+worker_agent CELERYD_AGENT
+""")
+_add(Rule("accept", _WORKER_LOGGING), """
 worker_hijack_root_logger CELERYD_HIJACK_ROOT_LOGGER
 worker_redirect_stdouts CELERY_REDIRECT_STDOUTS
 worker_redirect_stdouts_level CELERY_REDIRECT_STDOUTS_LEVEL
-worker_agent CELERYD_AGENT
 """)
 _add(Rule("accept", _POOL + "; sync tasks run on threads",
           "remove it: there is no gevent or eventlet pool; tasks run on threads (--concurrency) in "

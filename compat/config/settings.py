@@ -48,7 +48,7 @@ DEFAULTS: dict[str, Any] = {
 # Settings whose change after the jobbridge app was built means it must be built again.
 BACKEND_KEYS = frozenset({"broker_url", "broker_transport_options", "worker_concurrency", "task_queues",
                           "task_default_queue", "result_backend", "result_expires", "database_url",
-                          "task_ignore_result", "task_track_started"})
+                          "task_ignore_result", "task_track_started", "broker_connection_timeout"})
 _CELERY_LOOKING = ("CELERY", "BROKER_")
 _FROM_ENVIRONMENT = {"broker_url": "CELERY_BROKER_URL", "result_backend": "CELERY_RESULT_BACKEND"}
 
@@ -217,7 +217,8 @@ def _check_value(name: str, value: Any) -> None:
         backends.results_url(value)
     elif name == "result_expires":
         backends.ttl(value)
-    elif name in ("task_time_limit", "task_soft_time_limit", "worker_concurrency") and value is not None:
+    elif name in ("task_time_limit", "task_soft_time_limit", "worker_concurrency",
+                  "broker_connection_timeout") and value is not None:
         if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
             raise ImproperlyConfigured(f"{name} must be a positive number, not {value!r}")
     elif name == "task_default_queue" and (not isinstance(value, str) or not value):
@@ -275,7 +276,9 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
     celery: dict[str, Any] = {"queues": queue_names(conf)}
     url = conf["broker_url"]
     if url:
-        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"]))
+        # only a timeout the app set: unset, each driver keeps its own default (docs/configuration.md)
+        timeout = conf["broker_connection_timeout"] if conf.value_set_for("broker_connection_timeout") else None
+        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout))
     if conf["worker_concurrency"]:
         celery["concurrency"] = int(conf["worker_concurrency"])
     celery.update(_results(conf, celery))

@@ -40,7 +40,8 @@ _ACCEPTED = frozenset({"countdown", "eta", "expires", "queue", "task_id", "heade
                        "immediate", "argsrepr", "kwargsrepr", "retries", "parent_id", "root_id",
                        "serializer", "compression", "priority", "link", "link_error", "shadow",
                        "connection", "producer", "publisher", "chain", "chord", "group_id",
-                       "group_index", "stamped_headers", "declare", "expiration"})
+                       "group_index", "stamped_headers", "declare", "expiration",
+                       "transaction"})  # jobbridge's own: the message is stored only if this commits
 _ONLY_NONE = {
     "priority": "jobbridge orders work by queue, not by message priority: route urgent tasks to a queue "
                 "the worker lists first (queue='high', and jobbridge worker -Q high,celery)",
@@ -102,12 +103,22 @@ def tries_for(task: TaskPort | None) -> int:
 
 
 def time_limits(app: AppPort, task: TaskPort | None, options: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """The hard and soft limits of one call: its options, else the task's, else the app's settings."""
     hard = options.get("time_limit") or getattr(task, "time_limit", None) or app.conf["task_time_limit"]
     soft = (options.get("soft_time_limit") or getattr(task, "soft_time_limit", None)
             or app.conf["task_soft_time_limit"])
-    if hard is not None and soft is not None and soft > hard:
-        raise ValueError(f"soft_time_limit ({soft}) must not exceed time_limit ({hard})")
+    check_time_limits(soft, hard)
     return hard, soft
+
+
+def check_time_limits(soft: Any, hard: Any, task: str | None = None) -> None:
+    """Refuse a soft limit past the hard one: the hard limit would stop the task before it warned.
+
+    Checked where a task is declared (``@app.task``, ``register_task``) and again per call.
+    """
+    if soft is not None and hard is not None and soft > hard:
+        where = f"task {task}: " if task else ""
+        raise ValueError(f"{where}soft_time_limit ({soft}) must not exceed time_limit ({hard})")
 
 
 def origin() -> str:
@@ -141,13 +152,12 @@ def publish(app: AppPort, name: str, args: Sequence[Any] | None, kwargs: Mapping
                   "priority": None}
     signals.before_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers,
                                      properties=properties, declare=[], retry_policy=options.get("retry_policy"))
-    env = Envelope(
-        id=message_id or task_id, name=name, queue=queue, payload={"args": sent_args, "kwargs": sent_kwargs},
-        tries=tries_for(task), timeout=float(hard) if hard else NO_TIME_LIMIT,
-        available_at=eta.timestamp() if eta is not None else now, created_at=now,
-        headers=codec.encode(headers, "a header", name),
+    env = Envelope.new(
+        name, queue, {"args": sent_args, "kwargs": sent_kwargs}, id=message_id or task_id, tries=tries_for(task),
+        timeout=float(hard) if hard else NO_TIME_LIMIT, now=now,
+        available_at=eta.timestamp() if eta is not None else None, headers=codec.encode(headers, "a header", name),
     )
-    bridge.push([env])
+    bridge.push([env], transaction=options.get("transaction"))
     signals.after_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers)
     if signals.task_sent.has_listeners():
         signals.task_sent.send(sender=name, task_id=task_id, task=name, args=plain_args, kwargs=plain_kwargs,

@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from jobbridge import AcknowledgeJob, Envelope, FailJob, Job, JobContext, JobTimeout, ReleaseJob
-from jobbridge.envelope import new_id
 from jobbridge.execution import CallNext
 
 from .. import codec, signals, states
@@ -223,10 +222,10 @@ def send_retry(task: TaskPort, request: Request, retry: Retry) -> None:
                **{key: request.get(key) for key in WORKFLOW_HEADERS if request.get(key) is not None}}
     tries = FOREVER_TRIES if retry.max_retries is None else max(1, retry.max_retries - request.retries)
     queue = options.get("queue") or (request.delivery_info or {}).get("routing_key") or task.queue
-    env = Envelope(id=new_id(), name=task.name, queue=str(queue or task.app.conf["task_default_queue"]),
-                   payload={"args": sent_args, "kwargs": sent_kwargs}, tries=tries,
-                   timeout=float(request.time_limit or NO_TIME_LIMIT), available_at=now + delay, created_at=now,
-                   headers=codec.encode(headers, "a header", task.name))
+    env = Envelope.new(task.name, str(queue or task.app.conf["task_default_queue"]),
+                       {"args": sent_args, "kwargs": sent_kwargs}, tries=tries,
+                       timeout=float(request.time_limit or NO_TIME_LIMIT), now=now, available_at=now + delay,
+                       headers=codec.encode(headers, "a header", task.name))
     bridge.push([env], connection=request.get("connection"))
 
 

@@ -15,6 +15,7 @@ from jobbridge.compat.exceptions import QueueNotFound
 from kombu import Queue
 
 from jobbridge.testing import FixedClock
+from jobbridge.testing.contract import pending as pending_on
 
 from .conftest import Recorder
 
@@ -27,7 +28,7 @@ def _clear() -> None:
 
 
 def pending(app: Celery, queue: str = "celery") -> int:
-    return app.jobbridge_app().driver().pending_count(queue)
+    return pending_on(app.jobbridge_app().driver(), queue)
 
 
 def run(app: Celery, *queues: str) -> Any:
@@ -160,7 +161,7 @@ def test_expires_acknowledges_an_expired_task_unrun(app: Celery, clock: FixedClo
     assert seen == [] and stats.processed == 1 and pending(app) == 0
     (revoked,) = recorder.of("task_revoked")
     assert revoked["expired"] is True and revoked["terminated"] is False
-    assert app.jobbridge_app().driver().failed_count() == 0
+    assert app.jobbridge_app().driver().failed.count() == 0
 
 
 def test_task_id_and_headers_reach_the_request(app: Celery) -> None:
@@ -212,7 +213,7 @@ def test_routing_order_call_then_task_then_routes_then_default(make_app: Any) ->
     plain.delay()
     send.apply_async(queue="urgent")
     driver = app.jobbridge_app().driver()
-    counts = {q: driver.pending_count(q) for q in ("mail", "reports", "pinned", "default", "urgent")}
+    counts = {q: pending_on(driver, q) for q in ("mail", "reports", "pinned", "default", "urgent")}
     assert counts == {"mail": 1, "reports": 1, "pinned": 1, "default": 1, "urgent": 1}
 
 
@@ -276,7 +277,7 @@ def test_signatures_delay_with_partial_arguments(app: Celery) -> None:
 def test_send_task_publishes_by_name_without_the_task(app: Celery) -> None:
     result = app.send_task("elsewhere.task", args=[1], kwargs={"a": 2}, countdown=5, queue="remote")
     driver = app.jobbridge_app().driver()
-    assert driver.pending_count("remote") == 1
+    assert pending_on(driver, "remote") == 1
     assert isinstance(result, AsyncResult)
 
 

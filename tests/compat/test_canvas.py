@@ -30,6 +30,7 @@ from jobbridge.compat import (
 from jobbridge.compat.exceptions import ChordError
 
 from jobbridge.testing import FixedClock
+from jobbridge.testing.contract import pending
 
 from .conftest import Recorder
 
@@ -190,7 +191,7 @@ def test_groups_and_chords_need_a_result_backend(make_app: Callable[..., Celery]
         chord([t.add.s(1, 1)], t.total.s()).apply_async()
     with pytest.raises(ResultsNotEnabled, match="a chain with a group or a chord in it"):
         chain(t.add.s(1, 1), group(t.add.s(1), t.add.s(2))).apply_async()
-    assert app.jobbridge_app().driver().pending_count("celery") == 0
+    assert pending(app.jobbridge_app().driver(), "celery") == 0
 
 
 # -- chords ---------------------------------------------------------------------------------------

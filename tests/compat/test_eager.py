@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from jobbridge.compat import Celery, EagerResult, Task
 
+from jobbridge.testing.contract import pending
+
 from .conftest import Recorder
 
 
@@ -21,7 +23,7 @@ def test_always_eager_runs_delay_inline(make_app: Any, recorder: Recorder) -> No
     result = add.delay(2, 2)
     assert isinstance(result, EagerResult)
     assert result.get() == 4 and result.state == "SUCCESS" and result.successful() and result.ready()
-    assert app.jobbridge_app().driver().pending_count("celery") == 0
+    assert pending(app.jobbridge_app().driver(), "celery") == 0
     assert recorder.names() == ["task_prerun", "task_success", "task_postrun"]
 
 
@@ -63,7 +65,7 @@ def test_apply_runs_inline_without_the_setting(app: Celery) -> None:
 
     result = mul.apply((3, 4))
     assert result.get() == 12 and result.id
-    assert app.jobbridge_app().driver().pending_count("celery") == 0
+    assert pending(app.jobbridge_app().driver(), "celery") == 0
     assert mul.s(2).apply((5,)).get() == 10
 
 
@@ -71,4 +73,4 @@ def test_send_task_is_not_eager(make_app: Any) -> None:
     app = make_app(task_always_eager=True)
     with pytest.warns(UserWarning, match="ignores task_always_eager"):
         app.send_task("remote.thing")
-    assert app.jobbridge_app().driver().pending_count("celery") == 1
+    assert pending(app.jobbridge_app().driver(), "celery") == 1

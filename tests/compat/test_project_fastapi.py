@@ -9,6 +9,7 @@ import pytest
 from jobbridge.compat import Celery
 
 from jobbridge.testing import FixedClock
+from jobbridge.testing.contract import pending
 
 from .projects import load, memory_events, of
 
@@ -37,7 +38,7 @@ def test_the_route_is_tested_by_patching_delay(project: Any) -> None:
         delay.return_value.id = "fake-id"
         assert main.run_task({"type": 2}) == {"task_id": "fake-id"}
     delay.assert_called_once_with(2)
-    assert project.celery.jobbridge_app().driver().pending_count("celery") == 0
+    assert pending(project.celery.jobbridge_app().driver(), "celery") == 0
 
 
 def test_the_route_queues_the_task_for_a_worker(project: Any) -> None:

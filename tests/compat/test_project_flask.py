@@ -9,6 +9,7 @@ import pytest
 from jobbridge.compat import Celery
 
 from jobbridge.testing import FixedClock
+from jobbridge.testing.contract import pending
 
 from .projects import load, memory_events, of
 
@@ -38,7 +39,7 @@ def test_signup_mails_after_the_countdown_retrying_in_the_app_context(project: A
     views = load("flaskproj.views")
     assert views.signup("ann@example.com") == {"status": "ok"}
     bridge = project.celery.jobbridge_app()
-    assert bridge.driver().pending_count("mail") == 1
+    assert pending(bridge.driver(), "mail") == 1
     assert bridge.run_pending(["default", "mail"]).processed == 0
     clock.advance(1)
     assert bridge.run_pending(["default", "mail"]).released == 1

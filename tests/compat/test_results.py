@@ -84,7 +84,7 @@ def test_a_failure_is_raised_again_with_the_tasks_own_type(app: Celery) -> None:
     with pytest.raises(PaymentDeclined, match="card declined for 12"):
         result.get(timeout=1)
     assert isinstance(result.get(propagate=False), PaymentDeclined)
-    failed = app.jobbridge_app().driver().failed_jobs(5)
+    failed = app.jobbridge_app().driver().failed.list(5)
     assert "PaymentDeclined: card declined for 12" in failed[0].error
 
 
@@ -302,7 +302,7 @@ def test_result_backend_urls_map_to_result_stores(backend: str, url: str) -> Non
 
 
 @pytest.mark.parametrize(("backend", "says"), [
-    ("rpc://", "over AMQP"), ("amqp://guest@localhost//", "RabbitMQ"), ("django-db", r"db\+<your Django"),
+    ("rpc://", "over AMQP"), ("amqp://guest@localhost//", "RabbitMQ"), ("django-db", "django://default"),
     ("mongodb://h/db", "redis or a database"), ("cache+memcached://h:11211/", "redis or a database"),
 ])
 def test_result_backends_jobbridge_cannot_use_are_refused_with_what_to_write(

@@ -11,6 +11,7 @@ from jobbridge.compat.running.tracing import backoff_countdown
 
 from jobbridge.execution import Executor
 from jobbridge.testing import FixedClock
+from jobbridge.testing.contract import pending
 
 from .conftest import Recorder
 
@@ -47,7 +48,7 @@ def test_retry_releases_the_message_after_its_countdown(app: Celery, clock: Fixe
     clock.advance(31)
     assert run(app).succeeded == 1
     assert calls == [(0, result.id), (1, result.id), (2, result.id)]
-    assert driver(app).pending_count("celery") == 0
+    assert pending(driver(app), "celery") == 0
 
 
 def test_exhausted_retries_raise_max_retries_exceeded_and_fail_the_job(app: Celery, clock: FixedClock,
@@ -64,7 +65,7 @@ def test_exhausted_retries_raise_max_retries_exceeded_and_fail_the_job(app: Cele
     assert calls == [0, 1] and stats.failed == 1
     (failure,) = recorder.of("task_failure")
     assert isinstance(failure["exception"], MaxRetriesExceededError)
-    (failed,) = driver(app).failed_jobs(10)
+    (failed,) = driver(app).failed.list(10)
     assert "MaxRetriesExceededError" in failed.error
 
 
@@ -92,7 +93,7 @@ def test_an_exception_fails_the_task_at_once_without_retry(app: Celery, recorder
     broken.delay()
     stats = run(app)
     assert stats.failed == 1 and calls == ["ran"]
-    (failed,) = driver(app).failed_jobs(10)
+    (failed,) = driver(app).failed.list(10)
     assert "ValueError: bad input" in failed.error
     assert recorder.names()[-3:] == ["task_prerun", "task_failure", "task_postrun"]
     assert recorder.of("task_postrun")[0]["state"] == "FAILURE"
@@ -168,7 +169,7 @@ def test_retry_beyond_the_messages_tries_is_sent_again(app: Celery, clock: Fixed
         run(app)
         clock.advance(1)
     assert calls == [0, 1, 2, 3, 4]
-    assert driver(app).failed_count() == 0
+    assert driver(app).failed.count() == 0
 
 
 def test_retry_throw_false_sends_the_retry_and_lets_the_task_finish(app: Celery, clock: FixedClock) -> None:
@@ -218,7 +219,7 @@ def test_ignore_acknowledges_without_success(app: Celery, recorder: Recorder) ->
 
     skip.delay()
     stats = run(app)
-    assert stats.processed == 1 and driver(app).failed_count() == 0
+    assert stats.processed == 1 and driver(app).failed.count() == 0
     assert recorder.of("task_postrun")[0]["state"] == "IGNORED"
     assert recorder.of("task_success") == [] and recorder.of("task_failure") == []
 
@@ -232,7 +233,7 @@ def test_reject_fails_or_requeues(app: Celery) -> None:
 
     refuse.delay(False)
     assert run(app).failed == 1
-    assert "rejected: not now" in driver(app).failed_jobs(10)[0].error
+    assert "rejected: not now" in driver(app).failed.list(10)[0].error
     refuse.delay(True)
     stats = run(app)
     assert stats.released == 1 and stats.succeeded == 1

@@ -12,6 +12,8 @@ from jobbridge.compat.config.setting_table import NEW_NAMES, OLD_NAMES, RULES
 from jobbridge.compat.config.settings import Conf, jobbridge_settings
 from kombu import Queue
 
+from tests.services import ensure_redis
+
 # Celery 5's settings: every one must be in the table (each row: new name, old name).
 CELERY_SETTING_COUNT = 207
 
@@ -176,3 +178,82 @@ def test_conf_attribute_assignment_and_item_access_are_classified() -> None:
     with pytest.raises(AttributeError):
         _ = app.conf.not_a_setting
     assert app.conf.get("nope", 1) == 1 and app.conf.task_acks_late is False
+
+
+def test_socket_transport_options_become_the_redis_drivers_timeouts() -> None:
+    options = {"socket_timeout": 2.5, "socket_connect_timeout": 1, "retry_on_timeout": False,
+               "socket_keepalive": False, "health_check_interval": 0, "max_connections": None,
+               "queue_order_strategy": "priority", "max_retries": 4, "interval_max": 0.5}
+    got = jobbridge_backend("redis://h/0", options)
+    assert got == {"driver": "redis", "redis_url": "redis://h/0", "redis_response_timeout_ms": 2500,
+                   "redis_connect_timeout_ms": 1000, "redis_reconnect": True, "redis_reconnect_attempts": 4,
+                   "redis_reconnect_max_backoff_ms": 500}
+
+
+def test_the_redis_client_really_gets_the_transport_options_timeouts() -> None:
+    app = Celery("timeouts", broker=ensure_redis(),
+                 broker_transport_options={"socket_timeout": 2.5, "socket_connect_timeout": 1.5})
+    bridge = app.jobbridge_app()
+    try:
+        driver: Any = bridge.driver()
+        kwargs = driver.client.connection_pool.connection_kwargs
+        assert (kwargs["socket_timeout"], kwargs["socket_connect_timeout"]) == (2.5, 1.5)
+    finally:
+        bridge.close()
+
+
+@pytest.mark.parametrize(("option", "value", "match"), [
+    ("retry_on_timeout", True, "not sent again"),
+    ("socket_keepalive", True, "no TCP keepalive"),
+    ("health_check_interval", 25, "does not ping a connection"),
+    ("max_connections", 10, "does not cap its redis connections"),
+    ("queue_order_strategy", "round_robin", "in the order it lists them"),
+    ("socket_timeout", None, "waits for ever"),
+    ("interval_start", 0.2, "exponential backoff"),
+])
+def test_transport_options_jobbridge_cannot_honour_are_refused_saying_why(option: str, value: Any,
+                                                                          match: str) -> None:
+    with pytest.raises(RefusedFeature, match=match):
+        jobbridge_backend("redis://h/0", {option: value})
+
+
+def test_sqs_and_database_transport_options_map_or_are_refused() -> None:
+    queues = {"celery": {"url": "https://sqs.eu-west-1.amazonaws.com/1/q"}}
+    sqs = jobbridge_backend("sqs://", {"predefined_queues": queues, "wait_time_seconds": 10,
+                                       "polling_interval": 2, "max_retries": 3})
+    assert (sqs["sqs_wait_time"], sqs["sleep"], sqs["sqs_max_attempts"]) == (10, 2.0, 4)
+    with pytest.raises(RefusedFeature, match=r"queue_name_prefix.*named after the one predefined queue"):
+        jobbridge_backend("sqs://", {"predefined_queues": queues, "queue_name_prefix": "dev-"})
+    with pytest.raises(RefusedFeature, match="fails at once with DriverUnavailable"):
+        jobbridge_backend("sqla+postgresql://u@db/app", {"max_retries": 3})
+
+
+def test_broker_connection_timeout_is_the_drivers_connect_timeout(tmp_path: Any) -> None:
+    assert jobbridge_backend("redis://h/0", {}, 2.5)["redis_connect_timeout_ms"] == 2500
+    assert jobbridge_backend("redis://h/0", {"socket_connect_timeout": 1}, 2.5)["redis_connect_timeout_ms"] == 1000
+    assert jobbridge_backend("sqla+postgresql://u@db/app", {}, 2.5)["database_connect_timeout"] == 3
+    assert "database_connect_timeout" not in jobbridge_backend(f"sqla+sqlite:///{tmp_path}/j.db", {}, 2.5)
+    app = Celery("ct", broker="sqla+postgresql://u@db/app", broker_connection_timeout=7)
+    assert jobbridge_settings(app.conf).connection().options["connect_timeout"] == 7
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("broker_connection_retry", False, "never exits"),
+    ("broker_connection_max_retries", 100, "never gives up"),
+    ("broker_pool_limit", 10, "not capped"),
+    ("task_publish_retry", True, "redis_reconnect"),
+    ("task_publish_retry_policy", {"max_retries": 3}, "redis_reconnect"),
+    ("redis_socket_timeout", 5, "broker_transport_options socket_timeout"),
+    ("redis_retry_on_timeout", True, "broker_transport_options"),
+    ("database_engine_options", {"pool_size": 20}, "connect_timeout and statement_timeout"),
+])
+def test_connection_settings_that_would_change_nothing_are_refused(key: str, value: Any, match: str) -> None:
+    with pytest.raises(RefusedFeature, match=match):
+        Celery("refused-connection", **{key: value})
+
+
+def test_connection_settings_with_values_true_of_jobbridge_pass() -> None:
+    app = Celery("fine-connection", broker_connection_retry=True, broker_connection_max_retries=None,
+                 broker_pool_limit=None, task_publish_retry=False, redis_socket_timeout=None,
+                 database_engine_options={}, broker_heartbeat=10)
+    assert app.conf.broker_connection_retry is True

@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from jobbridge.compat import Celery, RefusedFeature, Task
 
+from jobbridge.testing.contract import pending
+
 
 def test_handlers_of_a_custom_base_run_in_celerys_order(app: Celery) -> None:
     calls: list[str] = []
@@ -82,8 +84,8 @@ def test_shared_tasks_follow_the_current_app(make_app: Any) -> None:
     second = make_app("second")
     assert "shared.ping" in first.tasks and "shared.ping" in second.tasks
     ping.delay()
-    assert second.jobbridge_app().driver().pending_count("celery") == 1
-    assert first.jobbridge_app().driver().pending_count("celery") == 0
+    assert pending(second.jobbridge_app().driver(), "celery") == 1
+    assert pending(first.jobbridge_app().driver(), "celery") == 0
     first.set_current()
     assert ping.app is first and ping() == "pong"
 

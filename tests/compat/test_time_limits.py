@@ -63,5 +63,5 @@ def test_the_hard_limit_stops_the_task_and_fails_it(app: Celery, recorder: Recor
     assert stats.failed == 1
     (failure,) = recorder.of("task_failure")
     assert isinstance(failure["exception"], TimeLimitExceeded)
-    (failed,) = app.jobbridge_app().driver().failed_jobs(10)
+    (failed,) = app.jobbridge_app().driver().failed.list(10)
     assert "TimeLimitExceeded" in failed.error

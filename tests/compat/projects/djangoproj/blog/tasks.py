@@ -1,21 +1,27 @@
-from compat_events import count, record
+from django.db import connection
 from jobbridge.compat import shared_task
 
-
-@shared_task(bind=True, autoretry_for=(ConnectionError,), retry_backoff=True, retry_backoff_max=2,
-             retry_jitter=False, max_retries=3)
-def fetch_feed(self, url):
-    record("fetch_feed", url, self.request.retries)
-    if count("fetch_feed") <= 2:
-        raise ConnectionError(f"{url} is unreachable")
-    return f"fetched {url}"
+from .models import Post
 
 
 @shared_task
-def publish_post(post_id):
-    record("publish_post", post_id)
+def publish(post_id):
+    """Publish a post: counted and marked published through the ORM."""
+    post = Post.objects.get(pk=post_id)
+    post.published = True
+    post.word_count = len(post.body.split())
+    post.save(update_fields=['published', 'word_count'])
+    return post.word_count
 
 
 @shared_task
-def rebuild_index():
-    raise ValueError("the index is corrupt")
+def published_titles():
+    return list(Post.objects.filter(published=True).order_by('pk').values_list('title', flat=True))
+
+
+@shared_task
+def database_session():
+    """The server process behind this thread's connection (PostgreSQL), which tests end from outside."""
+    with connection.cursor() as cursor:
+        cursor.execute('SELECT pg_backend_pid()')
+        return cursor.fetchone()[0]
