@@ -1,0 +1,139 @@
+"""``jobbridge scheduler``, ``jobbridge schedules`` (and ``schedules run NAME``), and the worker's ``--schedule``.
+
+The commands are added to the CLI's group by `add_commands`, which the CLI
+calls with its own ``-A`` loader and logging set-up, so that this module never
+imports the CLI. `running_beside` is what ``jobbridge worker --schedule`` runs
+its worker inside: one scheduler thread per worker command, in the process
+that supervises the others (never in each child), stopped when the worker stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from jobbridge.scheduling.cron import zone
+from jobbridge.scheduling.entries import Entry
+from jobbridge.scheduling.scheduler import Scheduler, SchedulerThread
+from jobbridge.worker_process import on_stop_signals
+
+if TYPE_CHECKING:
+    from jobbridge.app import JobBridge
+
+LoadBridge = Callable[[str | None], "JobBridge"]
+_APP_HELP = ("Your app: a JobBridge, a Celery facade app, or a function returning one; it declares the "
+             "entries (bridge.schedule) and registers their jobs. Without it: the schedules section of "
+             "jobbridge.toml, whose jobs then no module registers.")
+
+
+@contextlib.contextmanager
+def running_beside(bridge: JobBridge, enabled: bool) -> Iterator[None]:
+    """Run a scheduler thread for the duration of the block (the worker's ``--schedule``)."""
+    if not enabled:
+        yield
+        return
+    thread = SchedulerThread(Scheduler(bridge)).start()  # a bad entry fails here, before any job runs
+    try:
+        yield
+    finally:
+        thread.stop()
+
+
+def add_commands(group: click.Group, load: LoadBridge, configure_logging: Callable[[str], None]) -> None:
+    """Add ``scheduler`` and ``schedules`` to the CLI's ``group``."""
+    group.add_command(_scheduler_command(load, configure_logging))
+    group.add_command(_schedules_group(load))
+
+
+def _app_option(func: Any) -> Any:
+    return click.option("-A", "--app", "app", metavar="MODULE[:ATTR]", help=_APP_HELP)(func)
+
+
+def _scheduler_command(load: LoadBridge, configure_logging: Callable[[str], None]) -> click.Command:
+    @click.command()
+    @_app_option
+    @click.option("-l", "--loglevel", default="INFO", show_default=True,
+                  type=click.Choice(("DEBUG", "INFO", "WARNING", "ERROR"), case_sensitive=False),
+                  help="Logging level; at INFO one line per fired tick (logger jobbridge.schedule).")
+    def scheduler(app: str | None, loglevel: str) -> None:
+        """Fire the app's schedule entries: each due tick's job is dispatched once.
+
+        Run as many as you like, on as many hosts (and `jobbridge worker --schedule`
+        beside them): each tick is dispatched exactly once whichever runs, because
+        the store records the tick in the same step as the push. SIGTERM or Ctrl-C stops it.
+        """
+        bridge = load(app)
+        configure_logging(loglevel.upper())
+        running = Scheduler(bridge)
+        click.echo(f"jobbridge scheduler: {len(running.entries)} entr{'y' if len(running.entries) == 1 else 'ies'}")
+        stop = threading.Event()
+
+        def on_signal(signum: int, frame: FrameType | None) -> None:
+            stop.set()
+
+        restore = on_stop_signals(on_signal)
+        try:
+            running.run(stop)
+        finally:
+            restore()
+            bridge.close()
+
+    return scheduler
+
+
+def _schedules_group(load: LoadBridge) -> click.Group:
+    @click.group(invoke_without_command=True)
+    @_app_option
+    @click.pass_context
+    def schedules(ctx: click.Context, app: str | None) -> None:
+        """List the schedule entries: trigger, time zone, next due tick, last fired tick and its job id.
+
+        `jobbridge schedules run NAME` fires one now.
+        """
+        ctx.obj = app
+        if ctx.invoked_subcommand is None:
+            _listing(Scheduler(load(app)))
+
+    @schedules.command("run")
+    @_app_option
+    @click.argument("name")
+    @click.pass_context
+    def run_now(ctx: click.Context, app: str | None, name: str) -> None:
+        """Fire the entry NAME now, once: a tick of its own, which never stands for one of the grid's.
+
+        The entry's next grid tick still fires when it is due.
+        """
+        job_id = Scheduler(load(app or ctx.obj)).fire_now(name)
+        click.echo(f"fired {name}: job {job_id}" if job_id else f"fired {name}: a unique job of it is pending, "
+                   "so none was pushed")
+
+    return schedules
+
+
+def _listing(running: Scheduler) -> None:
+    """One line per entry, times in the entry's zone."""
+    last = running.last_ticks()
+    rows = [("entry", "job", "trigger", "tz", "next due", "last fired", "last job")]
+    for entry in running.entries:
+        now = running.now(entry)
+        stored = last.get(entry.name)
+        rows.append((entry.name, entry.job, entry.trigger.describe(), entry.trigger.zone_name,
+                     _at(entry, entry.trigger.next_after(now)), _at(entry, stored.tick if stored else None),
+                     (stored.job_id or "(skipped)") if stored else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    if len(rows) == 1:
+        click.echo("no schedule entries (declare them with bridge.schedule(...) or a schedules section)")
+
+
+def _at(entry: Entry, tick: Any) -> str:
+    if tick is None:
+        return "-"
+    return datetime.fromtimestamp(float(tick), zone(entry.trigger.zone_name)).isoformat(timespec="seconds")
