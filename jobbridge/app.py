@@ -20,15 +20,19 @@ from jobbridge import drivers, payload, signals
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.container import Container
 from jobbridge.drivers.base import Driver
-from jobbridge.envelope import Envelope, new_id
-from jobbridge.errors import ConfigurationError, NotAFake, PayloadTooLarge
+from jobbridge.envelope import Envelope
+from jobbridge.errors import ConfigurationError, PayloadTooLarge
 from jobbridge.execution import Executor, Middleware
+from jobbridge.expiry import Expires, expires_at
 from jobbridge.job import options_of
 from jobbridge.outcome import WorkStats
 from jobbridge.registry import JobRegistry
 from jobbridge.results.base import ResultRecord, ResultStore
+from jobbridge.scheduling.book import Schedules
+from jobbridge.scheduling.entries import CatchUp, EnvelopeFactory
 from jobbridge.settings import Settings
 from jobbridge.tracking import ResultTracker
+from jobbridge.worker_process import worked_queues
 
 log = logging.getLogger("jobbridge.dispatch")
 Delay = float | int | timedelta
@@ -58,6 +62,8 @@ class JobBridge:
         self._tracker_opened = False
         self._lock = threading.RLock()
         self._warned_locks: set[str] = set()
+        #: the schedule entries, from code (`schedule`) and from the settings' schedules section
+        self.schedules = Schedules(self)
         self.register(*jobs)
 
     @classmethod
@@ -75,8 +81,12 @@ class JobBridge:
 
     # -- connections -------------------------------------------------------------------------
 
-    def driver(self, connection: str | None = None) -> Driver:
-        """The driver of a declared connection (the default one when ``None``), opened once."""
+    def driver(self, connection: str | None = None, *, create: bool = True) -> Driver:
+        """The driver of a declared connection (the default one when ``None``), opened once.
+
+        ``create=False`` opens only a store that exists (`drivers.Resources.create`): the
+        commands that read or repair a store must never make an empty one in its place.
+        """
         conn = self.settings.connection(connection)
         with self._lock:
             found = self._drivers.get(conn.name)
@@ -85,9 +95,9 @@ class JobBridge:
                 extra: dict[str, Any] = {}
                 if conn.options.get("locks"):
                     # kafka keeps leases, delayed and failed jobs in another connection's store
-                    extra["lock_store"] = self.driver(str(conn.options["locks"]))
+                    extra["lock_store"] = self.driver(str(conn.options["locks"]), create=create)
                 resources = drivers.Resources(clock=self.clock, run_inline=self._inline_runner(conn.name),
-                                              extra=extra)
+                                              extra=extra, create=create)
                 found = self._drivers[conn.name] = module.open(conn.options, resources)
             return found
 
@@ -98,7 +108,7 @@ class JobBridge:
             if found is None:
                 found = self._executors[name] = Executor(
                     self.registry, self.container, connection=name, middleware=self.middleware,
-                    tracker=self.tracker,
+                    tracker=self.tracker, clock=self.clock,
                 )
             return found
 
@@ -168,7 +178,7 @@ class JobBridge:
 
     def envelope(self, job: Any, *, queue: str | None = None, delay: Delay | None = None,
                  at: datetime | None = None, tries: int | None = None,
-                 headers: Mapping[str, Any] | None = None) -> Envelope:
+                 headers: Mapping[str, Any] | None = None, expires: Expires | None = None) -> Envelope:
         """The wire message for ``job``; the payload is encoded here, so a bad field fails now."""
         cls = type(job)
         name = self.registry.name_of(cls)
@@ -177,28 +187,50 @@ class JobBridge:
         unique = job.unique_id()
         if tries is not None and tries < 1:
             raise ValueError(f"tries must be at least 1, got {tries}")
-        return Envelope(
-            id=new_id(), name=name, queue=queue or opts.queue, payload=payload.encode(job),
-            tries=tries or opts.tries, timeout=opts.timeout,
-            available_at=_available_at(now, delay, at), created_at=now,
+        return Envelope.new(
+            name, queue or opts.queue, payload.encode(job), tries=tries or opts.tries, timeout=opts.timeout,
+            now=now, available_at=_available_at(now, delay, at),
             unique_key=None if unique is None else f"{name}:{unique}",
-            unique_for=None if unique is None else opts.unique_for,
-            headers=dict(headers or {}),
+            unique_for=None if unique is None else opts.unique_for, headers=headers,
+            expires_at=expires_at(now, expires),
         )
 
     def dispatch(self, job: Any, *, queue: str | None = None, delay: Delay | None = None,
                  at: datetime | None = None, tries: int | None = None, connection: str | None = None,
-                 transaction: object | None = None, headers: Mapping[str, Any] | None = None) -> str | None:
-        """Queue one job; its id, or ``None`` when a unique duplicate was dropped."""
-        env = self.envelope(job, queue=queue, delay=delay, at=at, tries=tries, headers=headers)
+                 transaction: object | None = None, headers: Mapping[str, Any] | None = None,
+                 expires: Expires | None = None) -> str | None:
+        """Queue one job; its id, or ``None`` when a unique duplicate was dropped.
+
+        ``expires`` (seconds from now, a timedelta, or a datetime): a job no worker has started
+        by then is acknowledged unrun and reported expired (`jobbridge.expiry`).
+        """
+        env = self.envelope(job, queue=queue, delay=delay, at=at, tries=tries, headers=headers, expires=expires)
         return self.push([env], connection=connection, transaction=transaction)[0]
 
     def dispatch_many(self, jobs: Iterable[Any], *, queue: str | None = None, delay: Delay | None = None,
                       at: datetime | None = None, tries: int | None = None, connection: str | None = None,
-                      transaction: object | None = None) -> list[str | None]:
+                      transaction: object | None = None, expires: Expires | None = None) -> list[str | None]:
         """Queue many jobs in one round trip where the driver can; ids in order (``None`` for dropped)."""
-        envs = [self.envelope(j, queue=queue, delay=delay, at=at, tries=tries) for j in jobs]
+        envs = [self.envelope(j, queue=queue, delay=delay, at=at, tries=tries, expires=expires) for j in jobs]
         return self.push(envs, connection=connection, transaction=transaction)
+
+    def schedule(self, name: str, job: Any = None, *, every: float | timedelta | None = None,
+                 cron: Any = None, tz: str | None = None, queue: str | None = None, tries: int | None = None,
+                 expires: float | timedelta | str | None = None, catch_up: CatchUp = "latest",
+                 connection: str | None = None, fields: Mapping[str, Any] | None = None,
+                 headers: Mapping[str, Any] | None = None, envelope: EnvelopeFactory | None = None) -> None:
+        """Dispatch ``job`` periodically: every ``every`` seconds on a grid from the epoch, or on ``cron``.
+
+        ``name`` is the entry's key in the store and must never change. ``job`` is a job
+        instance, or a job class with its ``fields``; ``envelope`` a function of the tick
+        instead. ``tz`` (else the ``timezone`` setting, else UTC) is the zone ``cron`` is read
+        in; ``expires`` (seconds after the tick, or ``"next"``) drops a tick's job no worker
+        started in time; ``catch_up`` says what fires after every scheduler was down
+        (``"latest"``, ``"none"``, ``"all"``). docs/schedules.md is the manual.
+        """
+        self.schedules.add(name, job, every=every, cron=cron, tz=tz, queue=queue, tries=tries, expires=expires,
+                           catch_up=catch_up, connection=connection, fields=fields, headers=headers,
+                           envelope=envelope)
 
     async def adispatch(self, job: Any, **options: Any) -> str | None:
         """`dispatch` for async callers: the same path, run off the event loop."""
@@ -221,13 +253,15 @@ class JobBridge:
         conn = self.settings.connection(connection).name
         driver = self.driver(conn)
         envelopes = [self._fit(env.checked(), driver, conn) for env in envelopes]
+        if transaction is not None:  # Django's connection or alias too; None outside its atomic block
+            transaction = transactions().adapt(transaction)
         joins = transaction is not None and driver.capabilities.transactional_push
         kept = [env for env in envelopes if self._lock_unique(driver, conn, env, transaction if joins else None)]
         if transaction is not None and not joins:
             for env in kept:
                 if env.unique_key is not None:
                     transactions().on_rollback(
-                        transaction, functools.partial(driver.release_lock, env.unique_key, env.id))
+                        transaction, functools.partial(driver.locks.release, env.unique_key, env.id))
         if kept:
             self._store(driver, conn, kept, transaction)
         ids = {env.id for env in kept}
@@ -250,13 +284,13 @@ class JobBridge:
     def _lock_unique(self, driver: Driver, connection: str, env: Envelope, transaction: object | None) -> bool:
         if env.unique_key is None:
             return True
-        if not driver.capabilities.shared_locks:
+        if not driver.locks.shared:
             if connection not in self._warned_locks:
                 self._warned_locks.add(connection)
                 log.warning("connection %r has no shared lock store: unique jobs are dispatched "
                             "without deduplication", connection)
             return True
-        return driver.acquire_lock(env.unique_key, env.id, env.unique_for or 3600.0, transaction=transaction)
+        return driver.locks.acquire(env.unique_key, env.id, env.unique_for or 3600.0, transaction=transaction)
 
     def _store(self, driver: Driver, connection: str, envs: list[Envelope], transaction: object | None) -> None:
         def announce() -> None:
@@ -285,13 +319,16 @@ class JobBridge:
     def run_pending(self, queues: Sequence[str] | None = None, connection: str | None = None) -> WorkStats:
         """Run every job available now, one at a time, in this thread (tests, scripts).
 
+        ``queues`` defaults to what ``jobbridge worker`` works without ``-Q``: the
+        ``queues`` setting, else the queues the registered jobs name (`worked_queues`).
+
         Delayed jobs, and jobs released with a backoff, stay queued until they are due:
         move a `FixedClock` on to make them due. A job released with no delay is due
         at once, so it runs again within the same call.
         """
         driver, executor = self.driver(connection), self.executor(connection)
         stats = WorkStats()
-        names = list(queues or self.settings.queues)
+        names = list(worked_queues(self, queues or ())[0])
         while got := driver.reserve(names, 1):
             executor.refresh_cancellations([got[0].id])
             outcome = executor.run(got[0])
@@ -310,36 +347,6 @@ class JobBridge:
             self._executors.clear()
             self._drivers.clear()
             self._tracker, self._tracker_opened = None, False
-
-    def fake(self) -> Any:
-        """A `QueueFake` sharing this app's registry and settings, for tests."""
-        from jobbridge.testing.fake import QueueFake
-
-        return QueueFake(self)
-
-    # -- the fake's assertions, refused on a real queue ----------------------------------------
-
-    def _not_a_fake(self, name: str) -> NotAFake:
-        return NotAFake(f"{name}() is an assertion of jobbridge.testing.QueueFake; on a real queue it "
-                        "would pass without checking anything. Use bridge.fake() in the test.")
-
-    def assert_pushed(self, cls: type, where: Any = None) -> None:
-        raise self._not_a_fake("assert_pushed")
-
-    def assert_pushed_times(self, cls: type, times: int) -> None:
-        raise self._not_a_fake("assert_pushed_times")
-
-    def assert_pushed_on(self, cls: type, queue: str) -> None:
-        raise self._not_a_fake("assert_pushed_on")
-
-    def assert_not_pushed(self, cls: type) -> None:
-        raise self._not_a_fake("assert_not_pushed")
-
-    def assert_nothing_pushed(self) -> None:
-        raise self._not_a_fake("assert_nothing_pushed")
-
-    def pushed(self, cls: type) -> list[Any]:
-        raise self._not_a_fake("pushed")
 
 
 def _available_at(now: float, delay: Delay | None, at: datetime | None) -> float:

@@ -72,7 +72,7 @@ class PayloadDecodeError(PayloadError, ValueError):
 
 
 class NoFailedJob(JobBridgeError, LookupError):
-    """``retry_failed`` was given an id that is not in the failed store."""
+    """A failed store's ``retry`` (``driver.failed.retry``) was given an id that it does not hold."""
 
 
 class NotAFake(JobBridgeError, AssertionError):

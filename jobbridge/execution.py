@@ -18,11 +18,13 @@ from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from jobbridge import limits, payload, signals
+from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.container import Container
 from jobbridge.context import JobContext
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Envelope, Reservation
 from jobbridge.errors import JobBridgeError, JobCancelled, JobTimeout, PayloadDecodeError, UnknownJob
+from jobbridge.expiry import dropped, has_expired
 from jobbridge.job import JobOptions, options_of
 from jobbridge.outcome import AcknowledgeJob, FailJob, Outcome, ReleaseJob
 from jobbridge.registry import JobRegistry
@@ -115,8 +117,10 @@ class Executor:
         watchdog: Watchdog | None = None,
         loop: EventLoop | None = None,
         tracker: ResultTracker | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.registry = registry
+        self.clock = clock  # what an envelope's expires_at is judged by
         self.container = container
         self.connection = connection
         self.watchdog = watchdog or Watchdog()
@@ -137,6 +141,8 @@ class Executor:
         if env.id in self.cancelled_ids:
             self.cancelled_ids.discard(env.id)
             return self._revoked(res, None, start, terminated=False)
+        if has_expired(res, self.clock):  # acknowledged unrun, never retried, stored REVOKED
+            return dropped(res, self._class_or_none(env.name), self.tracker, _ms(start))
         ready = self._prepare(res, start)
         if isinstance(ready, Outcome):
             return ready
@@ -339,7 +345,7 @@ class Executor:
         for o in outcomes:
             env = o.reservation.envelope
             if env.unique_key is not None and o.action != "release":
-                driver.release_lock(env.unique_key, env.id)
+                driver.locks.release(env.unique_key, env.id)
 
     def run_inline(self, env: Envelope) -> None:
         """Run every attempt now, in this thread, without a store (``dispatch_now``, the sync driver).

@@ -85,6 +85,11 @@ def moment(field: str, value: Any) -> float:
     return number
 
 
+def optional_moment(field: str, value: Any) -> float | None:
+    """`moment`, or None."""
+    return None if value is None else moment(field, value)
+
+
 def release_delay(value: float) -> float:
     """A retry's delay the store can hold: never negative or nan, at most `MAX_RELEASE_DELAY`."""
     return min(value, MAX_RELEASE_DELAY) if value > 0 else 0.0
@@ -137,4 +142,5 @@ def envelope_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         "unique_key": optional_text("unique_key", data.get("unique_key")),
         "unique_for": optional_seconds("unique_for", data.get("unique_for")),
         "headers": {} if headers is None else mapping("headers", headers),
+        "expires_at": optional_moment("expires_at", data.get("expires_at")),
     }

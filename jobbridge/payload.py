@@ -1,5 +1,12 @@
 """Payload codec: a job's dataclass fields to JSON and back, decoded by their annotations.
 
+A field may also be a pydantic (v2) model, when pydantic is installed (the
+``jobbridge[pydantic]`` extra): it is encoded with the model's own JSON mode
+(``model_dump(mode="json")``) and decoded by validation in JSON mode
+(``model_validate_json``), so a model round-trips exactly as its own JSON
+does, validators and all. pydantic is never imported here: a value can only
+be a model once the module that defines it has imported pydantic.
+
 Encoding happens at dispatch, so a value that cannot cross the process
 boundary fails in the web request that dispatched it, naming the field,
 rather than later in a worker. Decoding turns *every* failure, whatever a
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 import types
 import typing
 import uuid
@@ -21,6 +29,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import Any
+
+import orjson
 
 from jobbridge.errors import PayloadDecodeError, PayloadEncodeError
 
@@ -40,6 +50,8 @@ def encode_value(value: Any, path: str) -> Any:
         return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode_value(getattr(value, f.name), f"{path}.{f.name}") for f in dataclasses.fields(value)}
+    if (model := _model_class()) is not None and isinstance(value, model):
+        return _dump_model(value, path)
     if isinstance(value, (list, tuple, set, frozenset)):
         return [encode_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, Mapping):
@@ -50,11 +62,71 @@ def encode_value(value: Any, path: str) -> Any:
                                          "JSON object keys are strings")
             out[key] = encode_value(v, f"{path}[entry {len(out)}]")
         return out
-    raise PayloadEncodeError(
+    raise _unencodable(value, path)
+
+
+def _unencodable(value: Any, path: str) -> PayloadEncodeError:
+    legacy = getattr(sys.modules.get("pydantic.v1"), "BaseModel", None)
+    if isinstance(legacy, type) and isinstance(value, legacy):
+        return PayloadEncodeError(f"{path} is a pydantic version 1 model ({type(value).__name__}), which "
+                                  "jobbridge does not store; make it a pydantic 2 BaseModel, or pass model.dict() "
+                                  "in a dict field")
+    return PayloadEncodeError(
         f"{path} holds a {type(value).__name__}, which cannot be stored as JSON; "
         "store an id or a JSON value (str, int, float, bool, None, list, dict, datetime, date, "
-        "UUID, Decimal, Enum or a dataclass) and load the object in handle()"
+        "UUID, Decimal, Enum, a dataclass or a pydantic model) and load the object in handle()"
     )
+
+
+def _model_class() -> type | None:
+    """pydantic's ``BaseModel`` if something imported pydantic, else None (then no value is a model)."""
+    pydantic = sys.modules.get("pydantic")
+    found = getattr(pydantic, "BaseModel", None)
+    return found if isinstance(found, type) else None
+
+
+def _dump_model(value: Any, path: str) -> Any:
+    try:
+        return value.model_dump(mode="json")
+    except Exception as exc:  # PydanticSerializationError: a field of a type pydantic cannot dump
+        raise PayloadEncodeError(f"{path} is a {type(value).__name__} model that pydantic cannot dump as JSON "
+                                 f"({type(exc).__name__}); give its fields JSON types or a serializer") from None
+
+
+def _model(kind: type) -> Decoder:
+    def decode(value: Any, path: str) -> Any:
+        try:
+            return kind.model_validate_json(orjson.dumps(value))  # type: ignore[attr-defined]
+        except Exception as exc:  # a ValidationError names where and why; its inputs are never shown
+            raise PayloadDecodeError(f"{path}: the stored value is not a valid {kind.__name__}: "
+                                     f"{_validation_problems(exc)}") from None
+
+    return decode
+
+
+#: pydantic error types whose message is the model author's own text, which may quote the value
+_AUTHORS_MESSAGES = ("value_error", "assertion_error")
+
+
+def _why(error: Mapping[str, Any]) -> str:
+    """pydantic's message for one error (it never holds the input), unless a validator of the model wrote it."""
+    if error.get("type") in _AUTHORS_MESSAGES:
+        return "refused by a validator of the model (its message is not shown: it may quote the value)"
+    return str(error.get("msg", error.get("type")))
+
+
+def _validation_problems(exc: Exception) -> str:
+    """Where and why a model refused its data, from pydantic's errors without their inputs."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return type(exc).__name__
+    try:
+        found = errors(include_input=False, include_url=False, include_context=False)
+    except TypeError:
+        return type(exc).__name__
+    shown = [f"{'.'.join(map(str, e.get('loc', ()))) or '(the model)'}: {_why(e)}" for e in found[:3]]
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    return "; ".join(shown) + more
 
 
 def encode(job: Any) -> dict[str, Any]:
@@ -197,6 +269,9 @@ def decoder_for(hint: Any) -> Decoder:
             return _parsed(hint, _PARSERS[hint])
         if dataclasses.is_dataclass(hint):
             return _dataclass_decoder(hint)
+        model = _model_class()
+        if model is not None and issubclass(hint, model):
+            return _model(hint)
         if hint in _JSON_SCALARS:
             return _scalar(hint)
     return _any

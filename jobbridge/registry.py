@@ -52,6 +52,11 @@ class JobRegistry:
     def names(self) -> list[str]:
         return sorted(self._by_name)
 
+    def classes(self) -> list[type]:
+        """The registered classes in the order they were registered (the default worker queues' order)."""
+        with self._lock:
+            return list(self._by_name.values())
+
 
 def _where(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"

@@ -20,6 +20,8 @@ from jobbridge import drivers
 from jobbridge import setting_checks as checks
 from jobbridge.errors import ConfigurationError, RefusedSetting, UnknownConnection
 from jobbridge.redaction import quoted
+from jobbridge.scheduling import config as schedules_section
+from jobbridge.scheduling.cron import zone
 from jobbridge.setting_checks import ENV_PREFIX, Place, Source, env_name
 from jobbridge.setting_schema import DEFAULT_RESERVATION, RESERVATION, Field, coerce
 
@@ -42,6 +44,7 @@ TOP_FIELDS: dict[str, Field] = {
     "reservation": RESERVATION,
     "results": Field("str"),
     "result_ttl": Field("float", above=0),
+    "timezone": Field("str"),
 }
 RESULT_DRIVERS = ("database", "redis", "memory")
 DEFAULT_RESULT_TTL = 86400.0
@@ -97,6 +100,13 @@ class Settings:
     source: str = "defaults"
     results: str | None = None
     result_ttl: float = DEFAULT_RESULT_TTL
+    #: the zone a schedule's cron is read in when the entry names none (None: UTC)
+    timezone: str | None = None
+    #: the schedules section, entry name -> its table (checked; the jobs are checked when a scheduler starts)
+    schedules: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: whether ``queues`` was set (any list but the default counts as set): a worker started without
+    #: -Q works the ``queues`` setting when it was, else the queues its registered jobs name
+    queues_given: bool = False
 
     def __repr__(self) -> str:
         """Every field, with the results URL's credentials masked (each connection masks its own)."""
@@ -106,6 +116,9 @@ class Settings:
     def __post_init__(self) -> None:
         object.__setattr__(self, "connections", MappingProxyType(dict(self.connections)))
         object.__setattr__(self, "queues", tuple(self.queues))
+        object.__setattr__(self, "queues_given", self.queues_given or self.queues != ("default",))
+        object.__setattr__(self, "schedules", MappingProxyType(dict(self.schedules)))
+        zone(self.timezone, "timezone")
         for name, conn in self.connections.items():
             if conn.name != name:
                 raise ConfigurationError(f"connection {conn.name!r} is filed under the name {name!r}")
@@ -254,7 +267,7 @@ def _top_field(key: str, where: str, env: bool = False) -> Field:
     if refusal is not None:
         instead = (refusal.env_instead or refusal.instead) if env else refusal.instead
         raise RefusedSetting(shown, refusal.why, instead, where)
-    keys = list(TOP_FIELDS) if env else [*TOP_FIELDS, "connections"]
+    keys = list(TOP_FIELDS) if env else [*TOP_FIELDS, "connections", "schedules"]
     name = env_name if env else str
     kind = "environment variable" if env else f"setting in {where}:"
     raise ConfigurationError(f"unknown {kind} {shown}{checks.suggest(key, keys, name)}; jobbridge reads: "
@@ -269,7 +282,7 @@ def _build(data: Mapping[str, Any], src: Source) -> Settings:
     if not isinstance(data, Mapping):
         raise ConfigurationError(f"the configuration ({src.name}) must be a table of settings, not {quoted(data)}")
     values = {key: coerce(_top_field(key, src.where), value, src.label(key))
-              for key, value in data.items() if key != "connections"}
+              for key, value in data.items() if key not in ("connections", "schedules")}
     if "driver" in values:
         values["driver"] = _driver_name(values["driver"], src.label("driver"))
     reservation = values.get("reservation", DEFAULT_RESERVATION)
@@ -283,7 +296,9 @@ def _build(data: Mapping[str, Any], src: Source) -> Settings:
         connections=connections, default_connection=default, queues=values.get("queues", ("default",)),
         concurrency=values.get("concurrency", 8), processes=values.get("processes", 1),
         sleep=values.get("sleep", 1.0), reservation=reservation, source=src.name,
-        results=values.get("results"), result_ttl=values.get("result_ttl", DEFAULT_RESULT_TTL))
+        results=values.get("results"), result_ttl=values.get("result_ttl", DEFAULT_RESULT_TTL),
+        timezone=values.get("timezone"), queues_given="queues" in values,
+        schedules=schedules_section.check_section(data.get("schedules", {}), src.name, values.get("timezone")))
     settings.check_reservations()
     return settings
 

@@ -30,11 +30,13 @@ worker_configure_logging = _signals.signal(
 )
 job_cancelled = _signals.signal(
     "job_cancelled", doc="a cancelled job was skipped, or stopped while running: envelope, terminated")
+job_expired = _signals.signal(
+    "job_expired", doc="a job not started by its expires_at was acknowledged unrun: envelope")
 message_discarded = _signals.signal("message_discarded", doc="a message that could not be run was failed: reason")
 queue_operation_failed = _signals.signal("queue_operation_failed", doc="a store call failed: operation, error")
 
 ALL: tuple[NamedSignal, ...] = (
-    job_dispatched, job_processing, job_processed, job_released, job_failed, job_cancelled,
+    job_dispatched, job_processing, job_processed, job_released, job_failed, job_cancelled, job_expired,
     worker_started, worker_stopping, worker_stopped, worker_configure_logging, message_discarded,
     queue_operation_failed,
 )

@@ -57,6 +57,7 @@ SCHEMES: dict[str, str] = {
     "postgres": "database",
     "mysql": "database",
     "mariadb": "database",
+    "django": "database",  # django://ALIAS: a database of Django's DATABASES setting
     "redis": "redis",
     "rediss": "redis",
     "sqs": "sqs",
@@ -71,6 +72,10 @@ class Resources:
     clock: Clock = SYSTEM_CLOCK
     run_inline: Callable[[Envelope], None] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    #: whether opening may create the store (a file, its directory, tables). False for the commands that
+    #: only read or repair one (``jobbridge status``, ``failed``, ...): a store that is not there is then an
+    #: error naming it, rather than a new empty one that answers "nothing here" about the wrong store
+    create: bool = True
 
 
 class DriverModule(Protocol):

@@ -6,6 +6,13 @@ refused the data itself: too long, characters it cannot hold; sending it again
 cannot help) or `DriverError`, never a botocore exception, with the client's
 error chained as ``__cause__``. Retries are botocore's own ("standard" mode),
 never hand-written here.
+
+Nothing waits forever: each client is made with the connection's
+``connect_timeout`` and ``read_timeout`` and ``max_attempts`` tries a call
+(`jobbridge.drivers.sqs_settings`). A long-polling receive legitimately waits
+up to ``wait_time`` for a message, so it goes through a second client of the
+connection's, whose read timeout is that wait plus ``read_timeout``, instead
+of loosening the bound of every other call.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -20,11 +28,12 @@ from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import BotoCoreError, ClientError, ConnectTimeoutError, HTTPClientError, ReadTimeoutError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from jobbridge.drivers.sqs_settings import QUEUE_NAME, SqsSettings
 from jobbridge.errors import DriverError, DriverUnavailable, StoreRefused
+from jobbridge.redaction import mask_url
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient
@@ -35,9 +44,6 @@ MAX_BATCH = 10
 MAX_BATCH_BYTES = 256 * 1024
 #: the longest message (body and attributes) every SQS queue takes; a queue may be set to take more
 MAX_MESSAGE_BYTES = 256 * 1024
-CONNECT_TIMEOUT = 5
-#: a read must outlast the longest long poll (20 s)
-READ_TIMEOUT = 35
 #: the failed store's queue is ``<base>-failed``, so no jobbridge queue may be called that
 FAILED_SUFFIX = "failed"
 #: receipt handles that no longer hold the message: its visibility lapsed and it was received again
@@ -55,10 +61,26 @@ _NOT_ALLOWED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff
 _RECEIVE_ATTRIBUTES: Any = ["ApproximateReceiveCount", "SentTimestamp", "ApproximateFirstReceiveTimestamp"]
 
 
+#: each client's companion for long-polling receives (`connect`): dropped, and its connections closed, with
+#: the client it serves
+_LONG_POLLING: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
 def connect(settings: SqsSettings) -> SQSClient:
-    """A client for the connection's region and endpoint, with botocore's standard retries."""
-    config = Config(retries={"mode": "standard"}, connect_timeout=CONNECT_TIMEOUT, read_timeout=READ_TIMEOUT,
-                    max_pool_connections=32)
+    """A client for the connection's region and endpoint, bounded as the settings say, with botocore's retries.
+
+    Its companion for long polls (read timeout: ``wait_time`` more) is made with it,
+    and `receive` uses it whenever it waits.
+    """
+    client = _client(settings, settings.read_timeout)
+    _LONG_POLLING[client] = _client(settings, settings.read_timeout + settings.wait_time) \
+        if settings.wait_time else client
+    return client
+
+
+def _client(settings: SqsSettings, read_timeout: float) -> SQSClient:
+    config = Config(retries={"mode": "standard", "total_max_attempts": settings.max_attempts},
+                    connect_timeout=settings.connect_timeout, read_timeout=read_timeout, max_pool_connections=32)
     with translated("creating the SQS client"):
         return boto3.session.Session().client(
             "sqs", region_name=settings.region, endpoint_url=settings.endpoint,
@@ -80,8 +102,10 @@ def translated(what: str) -> Iterator[None]:
     """Turn botocore's exceptions into jobbridge's, naming what was being done."""
     try:
         yield
+    except (ConnectTimeoutError, ReadTimeoutError) as exc:
+        raise DriverUnavailable(unanswered(what, exc)) from exc
     except (BotoConnectionError, HTTPClientError) as exc:
-        raise DriverUnavailable(f"SQS is unreachable ({what}): {exc}") from exc
+        raise DriverUnavailable(f"SQS is unreachable ({what}): {mask_url(str(exc))}") from exc
     except ClientError as exc:
         code = error_code(exc)
         if code in _BUSY:
@@ -94,6 +118,17 @@ def translated(what: str) -> Iterator[None]:
         raise DriverError(f"SQS refused {what}: {exc}") from exc
     except BotoCoreError as exc:
         raise DriverError(f"SQS client failed ({what}): {exc}") from exc
+
+
+def unanswered(what: str, exc: Exception) -> str:
+    """What a timed-out call says: which endpoint, and the settings that bounded the wait."""
+    if isinstance(exc, ConnectTimeoutError):
+        bound, key = "connect_timeout", "JOBBRIDGE_SQS_CONNECT_TIMEOUT"
+    else:
+        bound, key = "read_timeout", "JOBBRIDGE_SQS_READ_TIMEOUT"
+    return (f"SQS did not answer ({what}) within {bound}, in any of max_attempts tries: {mask_url(str(exc))}; "
+            f"if the endpoint is only slow, raise {bound} ({key}) or max_attempts (JOBBRIDGE_SQS_MAX_ATTEMPTS); "
+            "if it should answer at once, check that the endpoint is an SQS server")
 
 
 def clean(text: str) -> str:
@@ -142,8 +177,9 @@ def server_ms(message: MessageTypeDef, name: str) -> float | None:
 
 def receive(client: SQSClient, url: str, count: int, visibility: int, wait: int = 0) -> list[MessageTypeDef]:
     """Up to ``count`` (at most ten) messages, hidden for ``visibility`` seconds; ``wait`` > 0 long-polls."""
+    polling = _LONG_POLLING.get(client, client) if wait > 0 else client
     with translated(f"ReceiveMessage on {url}"):
-        got = client.receive_message(
+        got = polling.receive_message(
             QueueUrl=url, MaxNumberOfMessages=max(1, min(count, MAX_BATCH)), VisibilityTimeout=visibility,
             WaitTimeSeconds=wait, MessageAttributeNames=["All"],
             MessageSystemAttributeNames=_RECEIVE_ATTRIBUTES, AttributeNames=_RECEIVE_ATTRIBUTES)

@@ -12,6 +12,13 @@ default), the endpoint from a non-AWS queue URL's scheme and host, the
 visibility timeout from the connection's ``reservation`` (rounded up to whole
 seconds), the credentials from boto3's own chain. ``wait_time`` is the longest
 one receive long-polls (0 turns long polling off).
+
+Nothing waits forever: ``connect_timeout`` (5 s unless written) bounds opening a
+connection, ``read_timeout`` (5 s) the wait for SQS's answer, and
+``max_attempts`` (2) the tries botocore makes of one call, so a call to an
+endpoint that does not answer fails after ``max_attempts`` times ``read_timeout``
+(10 s) and a little backoff. A long-polling receive waits its ``wait_time``
+besides: that is the worker waiting for work, not an unanswered call.
 """
 
 from __future__ import annotations
@@ -25,10 +32,14 @@ from urllib.parse import urlsplit
 
 from jobbridge.errors import ConfigurationError, RefusedSetting
 from jobbridge.redaction import quoted
-from jobbridge.setting_schema import DriverSchema, Field, Refusal, check_keys
+from jobbridge.setting_schema import DriverSchema, Field, Refusal, check_keys, describe, within
 
 MAX_VISIBILITY = 43200
 MAX_WAIT = 20
+#: seconds to connect and to wait for an answer, and the tries of one call, unless written
+DEFAULT_CONNECT_TIMEOUT = 5.0
+DEFAULT_READ_TIMEOUT = 5.0
+DEFAULT_MAX_ATTEMPTS = 2
 
 _WHOLE_URL = Refusal("it composes an SQS queue URL out of parts, and an sqs connection is given the whole URL",
                      "queue_url, the whole URL")
@@ -61,6 +72,9 @@ SCHEMA = DriverSchema(
         "wait_time": Field("int", least=0, most=MAX_WAIT, default=MAX_WAIT),
         "key": Field("str", secret=True),
         "secret": Field("str", secret=True),
+        "connect_timeout": Field("float", above=0, default=DEFAULT_CONNECT_TIMEOUT),
+        "read_timeout": Field("float", above=0, default=DEFAULT_READ_TIMEOUT),
+        "max_attempts": Field("int", least=1, default=DEFAULT_MAX_ATTEMPTS),
     },
     refused={
         "prefix": _WHOLE_URL,
@@ -95,6 +109,9 @@ class SqsSettings:
     wait_time: int = SCHEMA.default("wait_time")
     key: str | None = None
     secret: str | None = None
+    connect_timeout: float = SCHEMA.default("connect_timeout")
+    read_timeout: float = SCHEMA.default("read_timeout")
+    max_attempts: int = SCHEMA.default("max_attempts")
 
 
 def parse_settings(settings: Mapping[str, Any]) -> SqsSettings:
@@ -119,7 +136,8 @@ def parse_settings(settings: Mapping[str, Any]) -> SqsSettings:
         queue_url=url, base=_base_name(url), region=region,
         endpoint=endpoint or (None if _AWS_HOST.fullmatch(parts.hostname or "") else f"{parts.scheme}://{parts.netloc}"),
         visibility_timeout=_visibility(settings), wait_time=_whole(settings, "wait_time"),
-        key=key, secret=secret)
+        key=key, secret=secret, connect_timeout=_seconds(settings, "connect_timeout"),
+        read_timeout=_seconds(settings, "read_timeout"), max_attempts=_attempts(settings))
 
 
 def _text(settings: Mapping[str, Any], key: str) -> str | None:
@@ -140,6 +158,23 @@ def _whole(settings: Mapping[str, Any], key: str) -> int:
         raise ConfigurationError(f"{key} on an sqs connection must be whole seconds from {least:g} to {most:g}, "
                                  f"not {value!r}")
     return int(value)
+
+
+def _seconds(settings: Mapping[str, Any], key: str) -> float:
+    """A timeout in seconds within the key's declared bounds; its default when not written."""
+    field = SCHEMA.fields[key]
+    value = settings.get(key, field.default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not within(field, value):
+        raise ConfigurationError(f"{key} on an sqs connection must be {describe(field)}, not {value!r}")
+    return float(value)
+
+
+def _attempts(settings: Mapping[str, Any]) -> int:
+    value = settings.get("max_attempts", DEFAULT_MAX_ATTEMPTS)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigurationError(f"max_attempts on an sqs connection must be a whole number, at least 1, "
+                                 f"not {value!r}")
+    return value
 
 
 def _visibility(settings: Mapping[str, Any]) -> int:

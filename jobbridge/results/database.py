@@ -16,16 +16,16 @@ SQLite and MariaDB have no such signal, so ``wait`` re-reads the record after
 `FIRST_POLL` seconds, then at intervals growing by `POLL_GROWTH` up to
 `MAX_POLL`. A store in the same process wakes its waiters at once on every dialect.
 
-Settings: ``migrate`` (default true: create missing tables when opened).
+Settings: ``migrate`` (default true: create missing tables when opened), and the database
+connection's ``connect_timeout`` and ``statement_timeout``: the store's engine is bounded as the
+driver's is (`jobbridge.drivers.database.bounds`), so a silent server fails a call, never holds it.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -34,8 +34,10 @@ from sqlalchemy import Connection, Row, String, any_, bindparam, delete, select,
 from sqlalchemy.dialects import postgresql
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers.database.after_fork import reset_after_fork
 from jobbridge.drivers.database.engine import POSTGRESQL, build_engine, describe, parse_url
 from jobbridge.drivers.database.failures import translated
+from jobbridge.drivers.database.settings import Timeouts, parse_timeouts
 from jobbridge.errors import ConfigurationError, DriverError, DriverUnavailable
 from jobbridge.results.base import (
     ResultRecord,
@@ -94,13 +96,16 @@ _CANCELLED_ANY = select(cancelled.c.id).where(
     cancelled.c.expires_at > bindparam("now"),
 )
 
+#: the database connection settings a result store takes besides migrate
+_TIMEOUTS = ("connect_timeout", "statement_timeout")
+
 class DatabaseResultStore:
     """Rows keyed by job id, read only while ``expires_at`` is after the clock's now."""
 
-    def __init__(self, url: str, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, url: str, *, clock: Clock = SYSTEM_CLOCK, timeouts: Timeouts | None = None) -> None:
         self.url = parse_url(url)
         self.clock = clock
-        self.engine = build_engine(self.url)
+        self.engine = build_engine(self.url, timeouts)
         self.dialect: str = self.engine.dialect.name
         self._store_result = store_result(self.dialect)
         self._store_cancel = store_cancel(self.dialect)
@@ -109,7 +114,7 @@ class DatabaseResultStore:
         self._wakeups = Wakeups()
         self._listener: ListenThread | None = None
         self._listener_lock = threading.Lock()
-        _reset_after_fork(self)
+        reset_after_fork(self, _forget_listener)
 
     def __repr__(self) -> str:
         return f"<DatabaseResultStore {self.describe()}>"
@@ -307,28 +312,25 @@ def _chunks(ids: Sequence[str]) -> Iterator[list[str]]:
         yield unique[start:start + CHUNK]
 
 
-def _reset_after_fork(store: DatabaseResultStore) -> None:
-    """A forked child must not share the parent's sockets or its listener thread."""
-    ref = weakref.ref(store)
-
-    def reset() -> None:
-        child = ref()
-        if child is not None:
-            child.engine.dispose(close=False)
-            child._listener = None
-            child._listener_lock = threading.Lock()
-            child._wakeups = Wakeups()
-
-    os.register_at_fork(after_in_child=reset)
+def _forget_listener(store: DatabaseResultStore) -> None:
+    """In a forked child: no listener thread, and no lock or waiters the parent's threads held."""
+    store._listener = None
+    store._listener_lock = threading.Lock()
+    store._wakeups = Wakeups()
 
 
 def open_database_store(url: str, *, clock: Clock, migrate: bool = True, **options: Any) -> DatabaseResultStore:
-    """A database result store on ``url``, its tables created unless ``migrate`` is false."""
-    if options:
-        raise ConfigurationError(
-            f"unknown setting(s) {', '.join(sorted(options))} for a database result store; it accepts migrate"
-        )
-    store = DatabaseResultStore(url, clock=clock)
+    """A database result store on ``url``, its tables created unless ``migrate`` is false.
+
+    ``options`` are the database connection's timeouts (``connect_timeout``, ``statement_timeout``),
+    given when the store is a database connection's own; unwritten, each is the driver's default.
+    """
+    unknown = sorted(set(options) - set(_TIMEOUTS))
+    if unknown:
+        raise ConfigurationError(f"unknown setting(s) {', '.join(unknown)} for a database result store; it "
+                                 f"accepts migrate, {', '.join(_TIMEOUTS)}")
+    timeouts = parse_timeouts({"url": url, **options})
+    store = DatabaseResultStore(url, clock=clock, timeouts=timeouts)
     if migrate:
         try:
             store.migrate()

@@ -2,8 +2,10 @@
 
 URL: ``redis://[[user]:password@]host[:port][/db]`` or ``rediss://...``; the
 connection settings are the redis driver's (`jobbridge.drivers.redis.settings`),
-except that ``reconnect`` is on unless declared off: a poller should ride out a
-restart. ``reservation`` is refused (it is a queue's setting). Needs Redis 6.2+.
+its timeouts included (5 s to connect, 5 s for an answer, unless written), except
+that ``reconnect`` is on unless declared off: a poller should ride out a restart
+(a command that timed out is not retried, so the bound holds). ``reservation`` is
+refused (it is a queue's setting). Needs Redis 6.2+.
 
 Keys, all under ``prefix`` (default ``jobbridge:``, beside the driver's keys)::
 
@@ -25,9 +27,9 @@ one MULTI, then BLPOPs its own wake list, in slices of at most `BLOCK_SLICE`
 seconds; result_store.lua pushes to every waiter's list when the record turns
 ready. Each slice registers again and re-reads, so a registration lost to a
 restart costs one slice. Every command a wait sends goes through a client of
-its own with a socket timeout of a slice plus `SOCKET_MARGIN`, so a connection
-that died silently cannot hold a wait past its deadline (Celery's ``get()``
-hanging after a disconnect).
+its own with a socket timeout of a slice plus ``response_timeout_ms``, so a
+connection that died silently cannot hold a wait past its deadline (Celery's
+``get()`` hanging after a disconnect).
 Lua scripts build the per-id wake keys themselves, so the store is not for Redis Cluster.
 """
 
@@ -40,9 +42,6 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 from redis.typing import EncodableT
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
@@ -62,8 +61,6 @@ __all__ = ["RedisResultStore", "open_redis_store"]
 
 #: the longest one BLPOP blocks before the wait registers and reads again
 BLOCK_SLICE = 1.0
-#: added to a slice for the socket timeout of the client a wait talks through
-SOCKET_MARGIN = 5.0
 #: how long a wake list or a waiters set outlives its last use, in milliseconds
 WAKE_TTL_MS = 60_000
 #: ids or keys per prune.lua call
@@ -89,16 +86,10 @@ class RedisResultStore:
         self.clock = clock
         self.prefix = settings.prefix
         self.client = connect(settings)
-        # Everything a wait sends goes through this client: a socket timeout always (a connection
-        # that died silently cannot hold a wait), and no retries (wait retries within its deadline).
-        self._waiting = redis.Redis.from_url(
-            settings.url,
-            socket_connect_timeout=None if settings.connect_timeout_ms is None else settings.connect_timeout_ms / 1000,
-            socket_timeout=BLOCK_SLICE + SOCKET_MARGIN,
-            socket_keepalive=True,
-            retry=Retry(NoBackoff(), 0),
-            client_name="jobbridge",
-        )
+        # Everything a wait sends goes through this client: its read timeout outlasts one BLPOP slice by
+        # the response timeout (a connection that died silently cannot hold a wait), and it never retries
+        # by itself (a wait retries within its own deadline).
+        self._waiting = connect(settings, waits=BLOCK_SLICE, reconnect=False, keepalive=True)
         self._store = self.client.register_script(_script_source("result_store"))
         self._cancel = self.client.register_script(_script_source("cancel"))
         self._decrement = self.client.register_script(_script_source("counter_decrement"))

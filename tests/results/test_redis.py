@@ -196,10 +196,10 @@ def test_a_wait_on_a_dead_redis_ends_at_its_deadline(tmp_path: Path) -> None:
 def test_a_wait_on_a_frozen_redis_ends_at_its_deadline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGSTOP keeps the sockets open and answers nothing: the silent half-open connection of a network cut."""
     monkeypatch.setattr(results_redis, "BLOCK_SLICE", 0.5)
-    monkeypatch.setattr(results_redis, "SOCKET_MARGIN", 0.5)
     with own_redis(RESTART_PORT, tmp_path) as server:
         assert server.process is not None
-        store = open_redis_store(server.url, clock=FixedClock(), connect_timeout_ms=200)
+        # a wait's reads time out after a slice plus the response timeout
+        store = open_redis_store(server.url, clock=FixedClock(), connect_timeout_ms=200, response_timeout_ms=500)
         store.store(ResultRecord("job", STARTED), 3600)
         assert store.wait("job", 0.1) is not None  # the wait's connection is open and pooled
         outcome: list[BaseException | ResultRecord | None] = []

@@ -11,11 +11,13 @@ import pytest
 from click.testing import CliRunner, Result
 
 from jobbridge import Job, JobBridge, JobContext
-from jobbridge.cli import CELERY_REFUSED, _hostname, cli
+from jobbridge.cli import CELERY_REFUSED, cli
+from jobbridge.cli.working import hostname as _hostname
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.loading import AppNotFound, load_app
 from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 
 
 class CliNoop(Job, name="cli.noop"):
@@ -73,7 +75,10 @@ def failed_job(error: str = "ValueError: no such invoice\nTraceback ...") -> str
 # -- help --------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["worker", "failed", "retry", "flush", "status", "migrate", "reclaim", "demo"])
+COMMANDS = ["worker", "enqueue", "purge", "failed", "retry", "flush", "status", "migrate", "reclaim", "demo"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
 def test_every_command_has_useful_help(command: str) -> None:
     result = run(command, "--help")
     assert result.exit_code == 0
@@ -86,8 +91,13 @@ def test_every_command_has_useful_help(command: str) -> None:
 def test_the_group_lists_the_commands() -> None:
     result = run("--help")
     assert result.exit_code == 0
-    for command in ("worker", "failed", "retry", "flush", "status", "migrate", "reclaim", "demo"):
+    for command in COMMANDS:
         assert command in result.output
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.exit_code == 0 and result.output.strip() == "jobbridge 0.1.0"
 
 
 def test_worker_help_names_the_options_and_the_refused_celery_ones() -> None:
@@ -106,8 +116,8 @@ def test_worker_help_names_the_options_and_the_refused_celery_ones() -> None:
     (["-P", "prefork"], "--concurrency"),
     (["--pool=gevent"], "--processes"),
     (["--autoscale", "10,3"], "--concurrency"),
-    (["-B"], "cron"),
-    (["--beat"], "cron"),
+    (["-B"], "--schedule"),
+    (["--beat"], "jobbridge scheduler"),
     (["-E"], "blinker"),
     (["--without-gossip"], "drop the option"),
     (["--without-mingle"], "drop the option"),
@@ -173,35 +183,40 @@ def test_hostname_placeholders() -> None:
 # -- the store commands ------------------------------------------------------------------------
 
 
-def test_failed_prints_one_line_per_job(store: Path) -> None:
+def test_failed_prints_a_header_and_one_aligned_row_per_job(store: Path) -> None:
     job_id = failed_job()
+    make_app().driver().migrate()
     result = run("failed")
     assert result.exit_code == 0
-    (line,) = result.output.strip().splitlines()
-    fields = line.split("  ")
-    assert fields[:4] == [job_id, "billing", "cli.noop", "attempts=1"]
-    assert len(fields[4]) == len("2026-01-01 00:00:00") and fields[5] == "ValueError: no such invoice"
+    header, line = result.stdout.strip().splitlines()
+    assert header.split() == ["ID", "QUEUE", "JOB", "ATTEMPTS", "FAILED", "AT", "(UTC)", "ERROR"]
+    assert line.split()[:4] == [job_id, "billing", "cli.noop", "1"]
+    assert line.endswith("ValueError: no such invoice")
+    assert line.index("billing") == header.index("QUEUE") and line.index("cli.noop") == header.index("JOB")
+    assert f"store: sqlite:///{store}" in result.stderr
 
 
 def test_failed_with_none_says_so(store: Path) -> None:
-    assert run("failed").output.strip() == "no failed jobs"
+    make_app().driver().migrate()
+    assert run("failed").stdout.strip() == "no failed jobs"
 
 
 def test_failed_limit_says_how_many_are_hidden(store: Path) -> None:
     failed_job()
     failed_job()
     result = run("failed", "--limit", "1")
-    assert "(1 of 2 shown" in result.output
+    assert "(1 shown of 2 failed" in result.stdout
 
 
 def test_retry_puts_a_failed_job_back(store: Path) -> None:
     job_id = failed_job()
     result = run("retry", job_id)
     assert result.exit_code == 0 and f"put {job_id} back on its queue" in result.output
-    assert make_app().driver().pending_count("billing") == 1
+    assert pending(make_app().driver(), "billing") == 1
 
 
 def test_retry_of_an_unknown_id_fails(store: Path) -> None:
+    make_app().driver().migrate()
     result = run("retry", "nope")
     assert result.exit_code == 1
     assert "there is no failed job with id nope" in result.output
@@ -212,9 +227,12 @@ def test_retry_all_and_flush(store: Path) -> None:
     failed_job()
     assert "put 2 failed job(s) back" in run("retry", "all").output
     failed_job()
-    result = run("flush")
-    assert result.exit_code == 0 and "deleted 1 failed job(s)" in result.output
-    assert make_app().driver().failed_count() == 0
+    refused = CliRunner().invoke(cli, ["flush"], input="n\n")
+    assert refused.exit_code == 1 and "for good?" in refused.output
+    assert make_app().driver().failed.count() == 1
+    result = CliRunner().invoke(cli, ["flush"], input="y\n")
+    assert result.exit_code == 0 and "deleted 1 failed job(s)" in result.stdout
+    assert make_app().driver().failed.count() == 0
 
 
 def test_status_shows_the_store_queues_failed_and_capabilities(store: Path) -> None:
@@ -240,13 +258,13 @@ def test_status_says_plainly_when_the_store_may_lose_a_job() -> None:
 
 
 def test_migrate_and_reclaim(store: Path) -> None:
-    assert run("migrate").output.strip() == f"migrated sqlite at {store}"
+    assert run("migrate").stdout.strip() == f"migrated sqlite at {store}"
     settings = Settings.load()
     past = JobBridge(settings, jobs=[CliNoop], clock=FixedClock(1_000_000.0))
     past.dispatch(CliNoop())
     assert len(past.driver().reserve(["default"], 1)) == 1  # its lease ended long ago
     past.close()
-    assert run("reclaim").output.strip() == "reclaimed 1 job(s) whose reservation had lapsed"
+    assert run("reclaim").stdout.strip() == "reclaimed 1 job(s) whose reservation had lapsed"
 
 
 @pytest.mark.parametrize("url", ["postgresql://app:hunter2@db:port/app?password=hunter2",  # the port is no number
@@ -257,7 +275,7 @@ def test_a_url_that_fails_is_never_printed_with_its_password(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("JOBBRIDGE_DATABASE_URL", url)
     result = run(command, "-A", "tests.unit.test_cli:make_app")
-    assert result.exit_code == 1 and result.output.startswith("Error: ") and "***" in result.output
+    assert result.exit_code == 1 and result.output.splitlines()[-1].startswith("Error: ") and "***" in result.output
     assert "hunter2" not in result.output, result.output
 
 

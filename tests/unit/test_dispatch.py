@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from jobbridge import JobBridge, PayloadEncodeError, UnknownConnection
 from jobbridge.envelope import Envelope
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from tests.unit.jobs import RAN, Flaky, Notify, Rich, Unique
 
 
@@ -60,7 +61,7 @@ def test_queue_delay_and_at(bridge: JobBridge, jobbridge_clock: FixedClock) -> N
 def test_an_unencodable_payload_fails_at_dispatch_naming_the_field(bridge: JobBridge) -> None:
     with pytest.raises(PayloadEncodeError, match=r"Notify\.post_id holds a set|Notify\.post_id"):
         bridge.dispatch(Notify(post_id=object()))  # type: ignore[arg-type]
-    assert bridge.driver().pending_count("mail") == 0
+    assert pending(bridge.driver(), "mail") == 0
 
 
 def test_unique_job_is_dropped_while_pending_and_freed_after_success(bridge: JobBridge) -> None:
@@ -96,7 +97,7 @@ def test_unique_lock_expires_after_unique_for(bridge: JobBridge, jobbridge_clock
 def test_dispatch_many_keeps_order_and_drops_duplicates(bridge: JobBridge) -> None:
     ids = bridge.dispatch_many([Notify(post_id=1), Unique(invoice_id=3), Unique(invoice_id=3), Notify(post_id=2)])
     assert ids[0] and ids[1] and ids[2] is None and ids[3]
-    assert bridge.driver().pending_count("mail") == 2
+    assert pending(bridge.driver(), "mail") == 2
 
 
 def test_a_connection_nobody_declared_is_an_error(bridge: JobBridge) -> None:
@@ -117,20 +118,20 @@ def test_after_commit_push_for_a_driver_outside_the_database(bridge: JobBridge, 
     with Session(engine) as session, session.begin():
         session.execute(orders.insert().values(id=1))
         bridge.dispatch(Notify(post_id=1), transaction=session)
-        assert bridge.driver().pending_count("mail") == 0  # held until commit
-    assert bridge.driver().pending_count("mail") == 1
+        assert pending(bridge.driver(), "mail") == 0  # held until commit
+    assert pending(bridge.driver(), "mail") == 1
     with Session(engine) as session:
         session.begin()
         session.execute(orders.insert().values(id=2))
         bridge.dispatch(Notify(post_id=2), transaction=session)
         assert bridge.dispatch(Unique(invoice_id=5), transaction=session)
         session.rollback()
-    assert bridge.driver().pending_count("mail") == 1
+    assert pending(bridge.driver(), "mail") == 1
     assert bridge.dispatch(Unique(invoice_id=5)) is not None  # the rolled-back job's lock was dropped
     with engine.connect() as conn, conn.begin():
         bridge.dispatch(Notify(post_id=3), transaction=conn)
-        assert bridge.driver().pending_count("mail") == 1
-    assert bridge.driver().pending_count("mail") == 2
+        assert pending(bridge.driver(), "mail") == 1
+    assert pending(bridge.driver(), "mail") == 2
 
 
 def test_transaction_must_be_sqlalchemy(bridge: JobBridge) -> None:

@@ -22,6 +22,7 @@ from jobbridge.errors import PayloadDecodeError, PayloadEncodeError, PayloadTooL
 from jobbridge.limits import MAX_ATTEMPTS, MAX_STORED_ATTEMPTS, MAX_TIMEOUT
 from jobbridge.settings import Settings
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from tests.unit.jobs import Notify, Padded
 
 SECRET = "sk-live-SECRET-1b7e"
@@ -204,7 +205,7 @@ def test_a_value_out_of_range_is_refused_at_dispatch(bridge: JobBridge, changes:
     env = bridge.envelope(Notify(post_id=1)).replace(**changes)
     with pytest.raises(ValueError, match=f"cannot be dispatched: {field} must be"):
         bridge.push([env])
-    assert bridge.driver().pending_count("mail") == 0
+    assert pending(bridge.driver(), "mail") == 0
 
 
 def test_a_date_before_1970_is_refused_at_dispatch(bridge: JobBridge) -> None:
@@ -239,4 +240,4 @@ def test_an_envelope_over_the_drivers_size_limit_is_refused_at_dispatch(
     assert f"is {size} bytes encoded" in message and "takes at most 300" in message
     assert "memory driver" in message and "store the data elsewhere" in message
     assert SECRET not in message, "sizes and names, never the payload"
-    assert store.pending_count("mail") == 1, "nothing of the refused call was stored"
+    assert pending(store, "mail") == 1, "nothing of the refused call was stored"

@@ -12,6 +12,7 @@ from jobbridge import JobBridge, JobContext, limits, payload, signals
 from jobbridge.envelope import Envelope, Reservation
 from jobbridge.execution import Executor
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 from tests.unit import jobs
 from tests.unit.jobs import RAN, AsyncJob, Control, Flaky, Later, Notify, Spin
 
@@ -38,7 +39,7 @@ def test_success_is_acknowledged(bridge: JobBridge) -> None:
     stats = bridge.run_pending(all_queues(bridge))
     assert (stats.processed, stats.succeeded) == (1, 1)
     assert RAN == [("notify", (7, 1, "mail"))]
-    assert job_id and bridge.driver().pending_count("mail") == 0
+    assert job_id and pending(bridge.driver(), "mail") == 0
 
 
 def test_retries_with_backoff_then_failed_once(bridge: JobBridge, jobbridge_clock: FixedClock) -> None:
@@ -53,7 +54,7 @@ def test_retries_with_backoff_then_failed_once(bridge: JobBridge, jobbridge_cloc
     assert stats.failed == 1
     assert [r for r in RAN if r[0] == "flaky"] == [("flaky", 1), ("flaky", 2), ("flaky", 3)]
     assert [r[0] for r in RAN].count("flaky.failed") == 1
-    (failed,) = driver.failed_jobs()
+    (failed,) = driver.failed.list()
     assert failed.name == "tests.flaky" and failed.attempts == 3
     assert failed.error.startswith("ConnectionError: attempt 3 failed")
 
@@ -63,7 +64,7 @@ def test_a_retry_that_succeeds(bridge: JobBridge, jobbridge_clock: FixedClock) -
     bridge.run_pending()
     jobbridge_clock.advance(11)
     assert bridge.run_pending().succeeded == 1
-    assert bridge.driver().failed_count() == 0
+    assert bridge.driver().failed.count() == 0
 
 
 def test_dispatch_tries_override(bridge: JobBridge) -> None:
@@ -76,7 +77,7 @@ def test_pure_python_loop_is_stopped_at_its_timeout(bridge: JobBridge) -> None:
     stats = bridge.run_pending()  # backoff 0: the retry is due at once and runs in the same call
     assert (stats.released, stats.failed) == (1, 1)
     assert RAN == [("spin", 1), ("spin", 2)]
-    (failed,) = bridge.driver().failed_jobs()
+    (failed,) = bridge.driver().failed.list()
     assert failed.error.startswith("JobTimeout: attempt exceeded its timeout of 0.3s")
 
 
@@ -86,7 +87,7 @@ def test_async_handler_runs_and_is_cancelled_at_its_timeout(bridge: JobBridge) -
     stats = bridge.run_pending()
     assert (stats.succeeded, stats.failed) == (1, 1)
     assert RAN == [("async", 0.01)]
-    assert "cancelled" in bridge.driver().failed_jobs()[0].error
+    assert "cancelled" in bridge.driver().failed.list()[0].error
 
 
 def test_release_and_fail_control_exceptions(bridge: JobBridge, jobbridge_clock: FixedClock) -> None:
@@ -117,7 +118,7 @@ def test_unknown_name_and_bad_payload_fail_at_once_with_the_reason(bridge: JobBr
     finally:
         signals.message_discarded.disconnect(receiver)
     assert stats.failed == 2
-    errors = {f.id: f.error for f in driver.failed_jobs()}
+    errors = {f.id: f.error for f in driver.failed.list()}
     assert "nobody.registered" in errors["a"] and "UnknownJob" in errors["a"]
     assert "post_id: expected int" in errors["b"]
     assert len(discarded) == 2
@@ -149,7 +150,7 @@ def test_whatever_decoding_raises_the_job_is_failed_once_never_released(
     bridge.dispatch(Notify(post_id=1))
     stats = bridge.run_pending(all_queues(bridge))
     assert (stats.failed, stats.released) == (1, 0), "a payload that does not decode is a permanent failure"
-    (failed,) = bridge.driver().failed_jobs()
+    (failed,) = bridge.driver().failed.list()
     assert failed.error == (f"PayloadDecodeError: the payload could not be decoded ({type(error).__name__} "
                             "while decoding it)"), "the type only: another's message may quote the value"
     assert RAN == []
@@ -245,5 +246,5 @@ def test_a_failjob_that_stands_for_its_cause_stores_that_error(bridge: JobBridge
     bridge.register(Wraps)
     bridge.dispatch(Wraps())
     assert bridge.run_pending().failed == 1
-    (failed,) = bridge.driver().failed_jobs()
+    (failed,) = bridge.driver().failed.list()
     assert failed.error.startswith("KeyError: 'missing'")

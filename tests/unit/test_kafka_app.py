@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from jobbridge import ConfigurationError, JobBridge, Settings
+from jobbridge.testing.contract import pending
 from tests.services import ensure_kafka
 from tests.unit.jobs import Notify
 
@@ -23,9 +24,9 @@ def test_a_kafka_connection_gets_the_lock_store_its_settings_name(sqlite_url: st
     bridge = JobBridge(settings, jobs=[Notify])
     try:
         driver = bridge.driver()
-        assert driver.capabilities.shared_locks
+        assert driver.locks.shared
         assert bridge.dispatch(Notify(post_id=1)) is not None
-        assert driver.pending_count("mail") == 1
+        assert pending(driver, "mail") == 1
     finally:
         bridge.close()
 

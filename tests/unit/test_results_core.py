@@ -13,6 +13,7 @@ import pytest
 from jobbridge import ConfigurationError, Job, JobBridge, JobContext, Settings, signals
 from jobbridge.results.base import FAILURE, RETRY, REVOKED, STARTED, SUCCESS
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import pending
 
 SEEN: dict[str, Any] = {}
 RUNNING = threading.Event()
@@ -149,7 +150,7 @@ def test_a_cancelled_job_never_runs_and_ends_revoked(bridge: JobBridge) -> None:
     finally:
         signals.job_cancelled.disconnect(receiver)
     assert "quiet ran" not in SEEN
-    assert stats.processed == 1 and bridge.driver().pending_count("default") == 0
+    assert stats.processed == 1 and pending(bridge.driver(), "default") == 0
     record = bridge.result(job_id)
     assert record is not None and record.state == REVOKED
     assert cancelled == [False]

@@ -335,15 +335,16 @@ def test_an_unknown_connection_key_names_the_accepted_keys() -> None:
 VALID: dict[str, dict[str, Any]] = {
     "sync": {},
     "memory": {"reservation": 30},
-    "database": {"url": "postgresql://app@db/app", "reservation": 30.5},
+    "database": {"url": "postgresql://app@db/app", "reservation": 30.5, "connect_timeout": 3,
+                 "statement_timeout": 2.5},
     "redis": {"url": "rediss://x/1", "prefix": "q:", "reservation": 30, "connect_timeout_ms": 2000,
               "response_timeout_ms": 250, "reconnect": True, "reconnect_attempts": 5,
               "reconnect_max_backoff_ms": 5000},
     "sqs": {"queue_url": "https://sqs.eu-west-1.amazonaws.com/1/q", "region": "eu-west-1",
             "endpoint": "http://127.0.0.1:4566", "visibility_timeout": 45, "wait_time": 20, "key": "k",
-            "secret": "s"},
+            "secret": "s", "connect_timeout": 2.0, "read_timeout": 3.0, "max_attempts": 4},
     "kafka": {"brokers": ["a:9092", "b:9092"], "group": "workers", "topic_prefix": "jobs.", "lease": 20,
-              "locks": "store"},
+              "locks": "store", "connect_timeout": 2.0, "request_timeout": 4.0},
 }
 
 

@@ -15,7 +15,9 @@ from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from jobbridge.errors import ConfigurationError
+from jobbridge.drivers.database import aliases, bounds
+from jobbridge.drivers.database.settings import SQLITE_BUSY_TIMEOUT, Timeouts
+from jobbridge.errors import ConfigurationError, RefusedSetting
 from jobbridge.redaction import mask_url, quoted
 
 #: the dialect names the driver speaks, as SQLAlchemy reports them
@@ -29,12 +31,15 @@ _DEFAULT_DBAPI = {
     "mariadb": "mysql+pymysql",
 }
 
-#: seconds a SQLite connection waits for another writer's lock before "database is locked"
-SQLITE_BUSY_TIMEOUT = 30.0
+__all__ = ["MYSQL", "POSTGRESQL", "SQLITE", "SQLITE_BUSY_TIMEOUT", "build_engine", "describe", "parse_url"]
 
 
 def parse_url(url: str) -> URL:
-    """The SQLAlchemy URL for a jobbridge database URL, with the DBAPI jobbridge uses."""
+    """The SQLAlchemy URL for a jobbridge database URL, with the DBAPI jobbridge uses.
+
+    A URL that names a database configured elsewhere (``django://default``) is resolved first.
+    """
+    url = aliases.resolve(url)
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
@@ -73,22 +78,33 @@ def describe(url: URL) -> str:
     return f"{backend} at {mask_url(public.render_as_string(hide_password=True))}"
 
 
-def build_engine(url: URL) -> Engine:
-    """An engine for the driver: pre-pinged pools for servers, WAL and explicit BEGINs for SQLite."""
+def build_engine(url: URL, timeouts: Timeouts | None = None) -> Engine:
+    """An engine for the driver: pre-pinged pools for servers, WAL and explicit BEGINs for SQLite.
+
+    ``timeouts`` are the connection's as written (`jobbridge.drivers.database.settings`);
+    unwritten, each is the default, so no engine built here waits for ever (`bounds`).
+    """
+    timeouts = timeouts or Timeouts()
     backend = url.get_backend_name()
     if backend == SQLITE:
-        return _sqlite_engine(url)
+        if timeouts.connect is not None:
+            raise RefusedSetting("connect_timeout", "SQLite is a file on this host: there is no connection to "
+                                 "wait for", "nothing; remove it", where=f"the database connection to {describe(url)}")
+        return _sqlite_engine(url, timeouts.statement_seconds(sqlite=True))
     # hide_parameters: an error quotes the statement, never the values bound to it (a payload)
-    options: dict[str, Any] = {"pool_pre_ping": True, "hide_parameters": True}
+    options: dict[str, Any] = {"pool_pre_ping": True, "hide_parameters": True,
+                               "connect_args": bounds.connect_args(backend, url.query, timeouts)}
     if backend == MYSQL:
         # READ COMMITTED: a locking read takes no gap locks, so a claim never blocks a push
         options.update(isolation_level="READ COMMITTED", pool_recycle=3600)
-    return create_engine(url, **options)
+    engine = create_engine(url, **options)
+    bounds.install(engine, backend, describe(url), timeouts, url.query)
+    return engine
 
 
-def _sqlite_engine(url: URL) -> Engine:
+def _sqlite_engine(url: URL, busy_timeout: float) -> Engine:
     Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT}, hide_parameters=True)
+    engine = create_engine(url, connect_args={"timeout": busy_timeout}, hide_parameters=True)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:

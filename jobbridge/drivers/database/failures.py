@@ -72,6 +72,13 @@ def translated(action: str) -> Iterator[None]:
         raise client_refusal(action, error) from error
 
 
+@contextmanager
+def read_transaction(engine: Engine, action: str) -> Iterator[Connection]:
+    """A read-only look (SQLite: a deferred ``BEGIN``, so readers never queue behind writers)."""
+    with translated(action), engine.connect() as conn:
+        yield conn.execution_options(jobbridge_begin="BEGIN")
+
+
 def client_refusal(action: str, error: Exception) -> StoreRefused:
     """A value the database client would not send (raised by it unwrapped): permanent, like a refusal."""
     return StoreRefused(f"the database client refused a value while trying to {action}: "

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from sqlalchemy import Engine
@@ -33,10 +33,17 @@ Connect = Callable[[], "psycopg.Connection[Any]"]
 
 
 def connect_like(engine: Engine) -> psycopg.Connection[Any]:
-    """A new autocommit psycopg connection with the engine's own connect arguments."""
-    cargs, cparams = engine.dialect.create_connect_args(engine.url)
-    cparams.setdefault("connect_timeout", 10)
-    return psycopg.connect(*cargs, autocommit=True, **cparams)
+    """An autocommit psycopg connection of the engine's own, taken out of its pool for good.
+
+    Taken from the engine so that it is opened exactly as the engine's are: the same
+    URL, its connect timeout and its statement timeout (`jobbridge.drivers.database.bounds`).
+    A failure to open it is psycopg's own error (the pool does not wrap it).
+    """
+    pooled = engine.raw_connection()
+    pooled.detach()
+    conn = cast("psycopg.Connection[Any]", pooled.dbapi_connection)
+    conn.autocommit = True
+    return conn
 
 
 class ListenThread:

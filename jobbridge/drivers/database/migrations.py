@@ -1,4 +1,4 @@
-"""``migrate()``: create the tables that are missing and record the schema version, once.
+"""``migrate()``: create the tables (and indexes) that are missing and record the schema version, once.
 
 Two processes may migrate at the same moment (two workers booting), so the
 work runs under a database-wide lock: PostgreSQL's transaction advisory lock,
@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine, func, insert, select, text
+from sqlalchemy.exc import DBAPIError
 
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL
-from jobbridge.drivers.database.schema import SCHEMA_VERSION, metadata, schema_versions
+from jobbridge.drivers.database.schema import SCHEMA_VERSION, failed_jobs, metadata, schema_versions
 from jobbridge.errors import DriverError
 
 #: the advisory lock key PostgreSQL migrations serialise on ("jobb" in ASCII)
@@ -23,9 +24,17 @@ MYSQL_LOCK_WAIT = 60
 
 
 def migrate(engine: Engine, now: float) -> None:
-    """Bring the schema to `SCHEMA_VERSION`; a no-op when it is there already."""
+    """Bring the schema to `SCHEMA_VERSION`; a no-op when it is there already.
+
+    An up-to-date schema is told by a read, which takes no lock: on SQLite a first push
+    inside a caller's open write transaction must not wait for that very transaction.
+    """
+    if _up_to_date(engine):
+        return
     with _serialised(engine) as conn:
         metadata.create_all(conn, checkfirst=True)
+        for index in failed_jobs.indexes:  # version 3's, on a failed store created before them
+            index.create(conn, checkfirst=True)
         recorded = conn.execute(select(func.max(schema_versions.c.version))).scalar()
         if recorded is not None and recorded > SCHEMA_VERSION:
             raise DriverError(
@@ -36,9 +45,20 @@ def migrate(engine: Engine, now: float) -> None:
             conn.execute(insert(schema_versions), {"version": SCHEMA_VERSION, "applied_at": now})
 
 
+def _up_to_date(engine: Engine) -> bool:
+    """Whether the schema is current, by a read; False also when the read could not be made now
+    (SQLite refuses a new connection while another switches a fresh file to WAL), which the
+    migration under its lock then settles."""
+    try:
+        return recorded_version(engine) == SCHEMA_VERSION
+    except DBAPIError:
+        return False
+
+
 def recorded_version(engine: Engine) -> int | None:
     """The newest schema version the database records, or None before the first migrate."""
     with engine.connect() as conn:
+        conn.execution_options(jobbridge_begin="BEGIN")  # SQLite: a deferred BEGIN, which waits on no writer
         if not engine.dialect.has_table(conn, schema_versions.name):
             return None
         version = conn.execute(select(func.max(schema_versions.c.version))).scalar()

@@ -24,8 +24,10 @@ from sqlalchemy.engine import Dialect
 
 from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 
-#: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change
-SCHEMA_VERSION = 1
+#: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change:
+#: 1 the jobs, failed jobs, locks and schema tables; 2 adds ``jobbridge_schedules``; 3 adds the
+#: failed store's per-queue and per-name indexes (``jobbridge failed --queue/--job``)
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -72,6 +74,9 @@ failed_jobs = Table(
     Column("failed_at", TIME, nullable=False),
     Column("body", BODY, nullable=False),
     Index("jobbridge_failed_jobs_failed_at", "failed_at"),
+    # a listing filtered by queue or by job name reads the newest matches off one of these, in order
+    Index("jobbridge_failed_jobs_queue", "queue", "failed_at"),
+    Index("jobbridge_failed_jobs_name", "name", "failed_at"),
     **MYSQL_TABLE,
 )
 
@@ -81,6 +86,18 @@ locks = Table(
     Column("key", String(191), primary_key=True),
     Column("owner", String(191), nullable=False),
     Column("expires_at", TIME, nullable=False),
+    **MYSQL_TABLE,
+)
+
+# each schedule entry's last fired tick, advanced in the transaction that inserts the tick's job
+# (jobbridge.drivers.database.schedules); job_id is NULL for a tick recorded without a job
+schedules = Table(
+    "jobbridge_schedules",
+    metadata,
+    Column("name", String(191), primary_key=True),
+    Column("last_tick", TIME, nullable=False),
+    Column("job_id", String(36), nullable=True),
+    Column("fired_at", TIME, nullable=False),
     **MYSQL_TABLE,
 )
 

@@ -1,21 +1,37 @@
 """The redis-py clients a driver talks through, and the wall that keeps redis exceptions out.
 
 Every command goes through `translated()`, so the worker sees `DriverUnavailable`
-(refused, reset, timed out, still loading), `StoreRefused` (data no retry can
-make acceptable) or `DriverError`, never a redis exception, with the client's
-error chained as ``__cause__``.
+(refused, reset, timed out, still loading, not a Redis server at all), `StoreRefused`
+(data no retry can make acceptable) or `DriverError`, never a redis exception, with
+the client's error chained as ``__cause__``.
+
+Every client made here is bounded (docs/configuration.md, "Nothing waits forever"):
+``connect_timeout_ms`` to connect, ``response_timeout_ms`` for an answer (plus the
+block, for the client of blocking reserves). Its retry policy (`Explaining`) also
+rewrites the last error redis-py raises so that it names the store, its URL masked,
+and the setting that bounded the wait: "Timeout reading from socket" alone does not
+say which server was silent or what to change, and ``Protocol error, got "<"`` does
+not say that the port is an HTTP server's.
+
+A store that just timed out is remembered for `FAIL_FAST_SECONDS` (by URL, in this
+process): a command meanwhile fails at once with the same error. One call may send
+two (the driver samples Redis's clock first, `jobbridge.clock.StoreClock`, and
+swallows a failed sample), and the bound is one wait, not two.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import redis
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import AbstractBackoff, ExponentialBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import InvalidResponse, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
@@ -26,40 +42,115 @@ from jobbridge.redaction import mask_url
 #: the longest a single blocking reserve waits before handing control back to the worker
 MAX_BLOCK_SECONDS = 5.0
 _FIRST_BACKOFF_SECONDS = 0.01
+#: how long after a command to a store timed out another one fails at once, with the same error
+FAIL_FAST_SECONDS = 1.0
+T = TypeVar("T")
+_silent: dict[str, tuple[float, str]] = {}  # URL -> (monotonic time, message) of its last timeout
+_silent_lock = threading.Lock()
 
 
-def retry_policy(settings: RedisSettings) -> Retry:
+@dataclass(frozen=True, slots=True)
+class Store:
+    """What an error says about the store: where it is, and what bounded the wait that failed."""
+
+    url: str
+    connect_ms: int
+    response_ms: int
+    #: seconds this client's reads may wait besides the response timeout (a blocking reserve's block)
+    block: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return f"redis at {mask_url(self.url)}"
+
+    def explained(self, exc: RedisError) -> RedisError:
+        """``exc`` again, as the same kind of error, saying which store and which setting; once only."""
+        text = str(exc)
+        if text.startswith(self.name):
+            return exc
+        if isinstance(exc, InvalidResponse):
+            message = (f"{self.name} is not a Redis server: it answers in another protocol (an HTTP or a "
+                       "database server on that port?); check the URL's host and port")
+        elif isinstance(exc, RedisTimeoutError) and "connecting" in text:
+            message = (f"{self.name} did not accept a connection within connect_timeout_ms = {self.connect_ms}: "
+                       "if it is only slow, raise connect_timeout_ms (JOBBRIDGE_REDIS_CONNECT_TIMEOUT_MS)")
+        elif isinstance(exc, RedisTimeoutError):
+            block = f" plus the {self.block:g} s a blocking reserve waits" if self.block else ""
+            message = (f"{self.name} did not answer within response_timeout_ms = {self.response_ms}{block}: if it "
+                       "is only slow, raise response_timeout_ms (JOBBRIDGE_REDIS_RESPONSE_TIMEOUT_MS); if it should "
+                       f"answer at once, check that the URL's host and port are a Redis server's ({text})")
+        else:
+            message = f"{self.name} cannot be reached: {text}"
+        try:
+            return type(exc)(message)
+        except TypeError:  # a subclass with arguments of its own
+            return RedisConnectionError(message)
+
+
+class Explaining(Retry):
+    """redis-py's retry policy, whose last error names the store and the setting that bounded it.
+
+    Only a dropped or refused connection is retried, never a timeout: a store that
+    did not answer already cost the whole budget, and retrying it would multiply
+    the bound by ``reconnect_attempts``.
+    """
+
+    def __init__(self, backoff: AbstractBackoff, retries: int, store: Store) -> None:
+        super().__init__(backoff, retries, supported_errors=(RedisConnectionError,))
+        self.store = store
+
+    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
+                        is_retryable: Callable[[Exception], bool] | None = None,
+                        with_failure_count: bool = False) -> T:
+        with _silent_lock:
+            last = _silent.get(self.store.url)
+        if last is not None and time.monotonic() - last[0] < FAIL_FAST_SECONDS:
+            raise RedisTimeoutError(last[1])
+        try:
+            return super().call_with_retry(do, fail, is_retryable, with_failure_count)
+        except (RedisConnectionError, RedisTimeoutError, InvalidResponse) as exc:
+            explained = self.store.explained(exc)
+            if isinstance(explained, RedisTimeoutError):
+                with _silent_lock:
+                    _silent[self.store.url] = (time.monotonic(), str(explained))
+            if explained is exc:
+                raise
+            raise explained from exc
+
+
+def retry_policy(settings: RedisSettings, store: Store | None = None) -> Retry:
     """What a command does when the connection drops: try again with backoff, or fail at once.
 
     redis-py retries three times by default; "off unless declared" means no
     retry at all unless ``reconnect`` is set. Either way a later command opens
     a fresh connection, so one refused command never poisons the client.
     """
+    store = store or Store(settings.url, settings.connect_timeout_ms, settings.response_timeout_ms)
     if not settings.reconnect:
-        return Retry(NoBackoff(), 0)
+        return Explaining(NoBackoff(), 0, store)
     backoff = ExponentialBackoff(cap=settings.reconnect_max_backoff_ms / 1000, base=_FIRST_BACKOFF_SECONDS)
-    return Retry(backoff, settings.reconnect_attempts)
+    return Explaining(backoff, settings.reconnect_attempts, store)
 
 
-def _seconds(millis: int | None) -> float | None:
-    return None if millis is None else millis / 1000
-
-
-def connect(settings: RedisSettings, *, blocking: bool = False) -> redis.Redis:
+def connect(settings: RedisSettings, *, blocking: bool = False, waits: float = 0.0,
+            reconnect: bool = True, keepalive: bool = False) -> redis.Redis:
     """A client on ``settings.url``; ``blocking`` gives one whose reads outlast a blocking reserve.
 
     A blocking XREADGROUP legitimately waits longer than ``response_timeout_ms``,
     so it gets its own client (and pool) whose read timeout is that budget plus
     the longest block, instead of loosening the budget of every other command.
+    ``waits`` does the same for any other blocking command (a result store's BLPOP),
+    and ``reconnect=False`` leaves retrying to a caller that has a deadline of its own.
     """
-    response = _seconds(settings.response_timeout_ms)
-    if blocking and response is not None:
-        response += MAX_BLOCK_SECONDS
+    block = MAX_BLOCK_SECONDS if blocking else waits
+    store = Store(settings.url, settings.connect_timeout_ms, settings.response_timeout_ms, block)
+    retry = retry_policy(settings if reconnect else replace(settings, reconnect=False), store)
     return redis.Redis.from_url(
         settings.url,
-        socket_connect_timeout=_seconds(settings.connect_timeout_ms),
-        socket_timeout=response,
-        retry=retry_policy(settings),
+        socket_connect_timeout=settings.connect_timeout_ms / 1000,
+        socket_timeout=settings.response_timeout_ms / 1000 + block,
+        socket_keepalive=keepalive,
+        retry=retry,
         decode_responses=False,
         client_name="jobbridge",
     )
@@ -70,8 +161,10 @@ def translated() -> Iterator[None]:
     """Turn redis-py's exceptions into jobbridge's, chained with ``from``."""
     try:
         yield
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        raise DriverUnavailable(f"redis is unreachable: {exc}") from exc
+    except (RedisConnectionError, RedisTimeoutError, InvalidResponse) as exc:
+        # a client made here has said which store and which setting (`Explaining`); another has not
+        said = str(exc).startswith("redis at ")
+        raise DriverUnavailable(str(exc) if said else f"redis is unreachable: {exc}") from exc
     except RedisError as exc:
         raise DriverError(f"redis refused a command: {exc}") from exc
     except UnicodeEncodeError as exc:  # a str redis-py cannot encode (a lone surrogate): no retry can help

@@ -15,7 +15,7 @@ from redis.commands.core import Script
 
 NAMES = (
     "push", "reserve", "acknowledge", "release", "fail", "extend", "reclaim", "hand_back", "retry",
-    "lock_acquire", "lock_release",
+    "lock_acquire", "lock_release", "purge",
 )
 
 
@@ -39,6 +39,7 @@ class Scripts:
     retry: Script
     lock_acquire: Script
     lock_release: Script
+    purge: Script
 
     @classmethod
     def register(cls, client: redis.Redis) -> Scripts:

@@ -6,9 +6,14 @@ a configuration is checked the same way whether or not redis-py is installed.
 
 ``url`` is ``redis://[[user]:password@]host[:port][/db]`` or ``rediss://...`` (TLS).
 Timeouts are milliseconds (a command's budget), ``reservation`` is seconds (a
-period a job waits). Timeouts and ``reconnect`` are off unless declared; with
-``reconnect`` a command is retried with exponential backoff across a dropped
-connection or a restart, ``reconnect_attempts`` times at most.
+period a job waits). Nothing waits forever: ``connect_timeout_ms`` (5000 unless
+written) bounds opening a connection and ``response_timeout_ms`` (5000) the wait
+for one command's answer; a blocking reserve's client waits that plus the
+longest block (`jobbridge.drivers.redis.connection`), since a block is not an
+unanswered command. ``reconnect`` is off unless declared; with it a command is
+retried with exponential backoff across a dropped connection or a restart,
+``reconnect_attempts`` times at most. A command that timed out is never retried:
+its silence already cost its whole budget.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ from jobbridge.errors import ConfigurationError
 from jobbridge.redaction import quoted
 from jobbridge.setting_schema import RESERVATION, DriverSchema, Field, Refusal, check_keys, describe, within
 
+#: milliseconds to open a connection, and to wait for one command's answer, unless written
+DEFAULT_CONNECT_TIMEOUT_MS = 5000
+DEFAULT_RESPONSE_TIMEOUT_MS = 5000
+
 _NO_POOL = Refusal(
     "this driver keeps no pool worth sizing: a redis connection multiplexes, so there is "
     "nothing to pool and everything to time out",
@@ -32,8 +41,8 @@ SCHEMA = DriverSchema(
         "url": Field("url", schemes=("redis", "rediss")),
         "prefix": Field("str", empty_ok=True, default="jobbridge:"),
         "reservation": RESERVATION,
-        "connect_timeout_ms": Field("int", least=1),
-        "response_timeout_ms": Field("int", least=1),
+        "connect_timeout_ms": Field("int", least=1, default=DEFAULT_CONNECT_TIMEOUT_MS),
+        "response_timeout_ms": Field("int", least=1, default=DEFAULT_RESPONSE_TIMEOUT_MS),
         "reconnect": Field("bool", default=False),
         "reconnect_attempts": Field("int", least=0, default=10),
         "reconnect_max_backoff_ms": Field("int", least=1, default=1000),
@@ -74,8 +83,8 @@ class RedisSettings:
     url: str
     prefix: str = SCHEMA.default("prefix")
     reservation: float = SCHEMA.default("reservation")
-    connect_timeout_ms: int | None = None
-    response_timeout_ms: int | None = None
+    connect_timeout_ms: int = SCHEMA.default("connect_timeout_ms")
+    response_timeout_ms: int = SCHEMA.default("response_timeout_ms")
     reconnect: bool = SCHEMA.default("reconnect")
     reconnect_attempts: int = SCHEMA.default("reconnect_attempts")
     reconnect_max_backoff_ms: int = SCHEMA.default("reconnect_max_backoff_ms")
@@ -92,8 +101,8 @@ def parse_settings(settings: Mapping[str, Any]) -> RedisSettings:
         url=url,
         prefix=str(settings.get("prefix", SCHEMA.default("prefix"))),
         reservation=_number(settings, "reservation"),
-        connect_timeout_ms=_millis(settings, "connect_timeout_ms"),
-        response_timeout_ms=_millis(settings, "response_timeout_ms"),
+        connect_timeout_ms=int(_number(settings, "connect_timeout_ms")),
+        response_timeout_ms=int(_number(settings, "response_timeout_ms")),
         reconnect=_flag(settings.get("reconnect", SCHEMA.default("reconnect"))),
         reconnect_attempts=int(_number(settings, "reconnect_attempts")),
         reconnect_max_backoff_ms=int(_number(settings, "reconnect_max_backoff_ms")),
@@ -110,11 +119,6 @@ def _number(settings: Mapping[str, Any], key: str) -> float:
     if not within(SCHEMA.fields[key], number):
         raise ConfigurationError(f"{key} must be {describe(SCHEMA.fields[key])}, got {value!r}")
     return number
-
-
-def _millis(settings: Mapping[str, Any], key: str) -> int | None:
-    """A timeout in milliseconds, or None (off) when not declared."""
-    return None if settings.get(key) is None else int(_number(settings, key))
 
 
 def _flag(value: object) -> bool:
