@@ -21,9 +21,18 @@ from .request import Request, RequestStack
 
 
 class ConfPort(Protocol):
-    """``app.conf`` as the lower layers read it: a setting by its name, Celery's default when unset."""
+    """``app.conf``: a setting by its name (Celery's default when unset), read by key or attribute, and updated.
+
+    The lower layers only read by key; the attribute read and `update` are here
+    because ``Task.app`` is typed with this port, and a task's own code writes
+    ``self.app.conf.update(...)`` and ``self.app.conf.task_default_queue``.
+    """
 
     def __getitem__(self, key: str) -> Any: ...
+
+    def __getattr__(self, key: str) -> Any: ...
+
+    def update(self, *mappings: Any, **kwargs: Any) -> None: ...
 
 
 class BackendPort(Protocol):

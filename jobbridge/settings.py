@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,10 +22,11 @@ from jobbridge.redaction import quoted
 from jobbridge.scheduling import config as schedules_section
 from jobbridge.scheduling.cron import zone
 from jobbridge.setting_checks import ENV_PREFIX, Place, Source, env_name
+from jobbridge.setting_files import base_dir, discover, read_file
 from jobbridge.setting_schema import DEFAULT_RESERVATION, RESERVATION, Field, coerce
 
 __all__ = ["DEFAULT_SQLITE_FILE", "ENV_PREFIX", "MINIMUM_RESERVATION", "ConnectionSettings", "Settings",
-           "default_sqlite_url", "discover"]
+           "default_sqlite_url", "discover", "read_environment", "read_file"]
 
 DEFAULT_SQLITE_FILE = "jobbridge.sqlite3"
 MINIMUM_RESERVATION = 2.0
@@ -59,7 +59,7 @@ TOP_FIELDS.update({name: drivers.schema_of(driver).fields[key] for name, (driver
 
 def default_sqlite_url(cwd: Path | None = None) -> str:
     """The embedded default store: a SQLite file in ``cwd``, by absolute path so every process agrees."""
-    return f"sqlite:///{_base(cwd) / DEFAULT_SQLITE_FILE}"
+    return f"sqlite:///{base_dir(cwd) / DEFAULT_SQLITE_FILE}"
 
 
 @dataclass(frozen=True)
@@ -134,7 +134,7 @@ class Settings:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
         """From ``JOBBRIDGE_*`` variables; when none is set, from a file in ``cwd``, else the defaults."""
-        base = _base(cwd)
+        base = base_dir(cwd)
         values = read_environment(os.environ if environ is None else environ)
         if values:
             return _build(values, Source("environment", base, frozenset(values)))
@@ -150,12 +150,12 @@ class Settings:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str = "code") -> Settings:
         """From a mapping with the file's keys; a relative SQLite path is taken from the current directory."""
-        return _build(data, Source(source, _base(None)))
+        return _build(data, Source(source, base_dir(None)))
 
     @classmethod
     def load(cls, environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> Settings:
         """A file in ``cwd`` as the base, with ``JOBBRIDGE_*`` variables over its top-level settings."""
-        base = _base(cwd)
+        base = base_dir(cwd)
         found = discover(base)
         data = read_file(found) if found else {}
         values = read_environment(os.environ if environ is None else environ)
@@ -209,43 +209,6 @@ def _check_reservation(value: float, owner: str) -> None:
 
 
 # ---------------------------------------------------------------- reading the sources
-
-
-def _base(cwd: Path | None) -> Path:
-    return (Path.cwd() if cwd is None else Path(cwd)).resolve()
-
-
-def discover(cwd: Path | None = None) -> Path | None:
-    """The configuration file in ``cwd``: jobbridge.toml, or a pyproject.toml with [tool.jobbridge]."""
-    base = _base(cwd)
-    own, pyproject = base / "jobbridge.toml", base / "pyproject.toml"
-    in_pyproject = pyproject.is_file() and "jobbridge" in _read_toml(pyproject).get("tool", {})
-    if own.is_file() and in_pyproject:
-        raise ConfigurationError(
-            f"both {own} and the [tool.jobbridge] table of {pyproject} configure jobbridge; keep one, "
-            "since whichever lost would be a configuration that reads as in force and is not")
-    return own if own.is_file() else (pyproject if in_pyproject else None)
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigurationError(f"{path} is not valid TOML: {exc}") from exc
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the configuration file {path}: {exc}") from exc
-
-
-def read_file(path: Path) -> Mapping[str, Any]:
-    """A file's jobbridge table: the whole of a jobbridge.toml, or pyproject.toml's [tool.jobbridge]."""
-    document = _read_toml(path)
-    if path.name != "pyproject.toml":
-        return document
-    table = document.get("tool", {}).get("jobbridge")
-    if not isinstance(table, Mapping):
-        raise ConfigurationError(f"{path} has no [tool.jobbridge] table")
-    return table
 
 
 def read_environment(environ: Mapping[str, str]) -> dict[str, Any]:
