@@ -31,7 +31,7 @@ from .results.asyncresult import AsyncResult
 from .results.backend import ResultBackend
 from .results.control import Control
 from .results.groupresult import GroupResult
-from .running import calling, lifecycle, runner
+from .running import beat, calling, lifecycle, runner
 from .signals import Signal, import_modules
 from .task import Task, make_task
 
@@ -82,6 +82,7 @@ class Celery:
         self._bridge_kwargs: dict[str, Any] = {}
         self._middleware: list[Middleware] = []
         self._pending_packages: list[tuple[Any, str]] = []
+        self._periodic: dict[str, dict[str, Any]] = {}
         self._finalized = False
         self._task_base: type[Task] | None = None
         self._task_cls: Any = task_cls or Task
@@ -290,6 +291,7 @@ class Celery:
                 self._jobs = {name: runner.job_class(task) for name, task in self._tasks.items()}
                 built.register(*self._jobs.values())
                 lifecycle.adopt(built, self)
+                beat.declare(self, built, dict(self._periodic), with_settings=True)
                 self._bridge = built
             return self._bridge
 
@@ -318,9 +320,24 @@ class Celery:
     def current_task(self) -> Any:
         return current_task()
 
-    def add_periodic_task(self, *args: Any, **kwargs: Any) -> Any:
-        raise RefusedFeature("app.add_periodic_task() is refused: jobbridge has no beat scheduler yet; run "
-                             "periodic work from cron or a systemd timer that calls task.delay()")
+    def add_periodic_task(self, schedule: Any, sig: Any, args: Sequence[Any] = (), kwargs: Any = (),
+                          name: str | None = None, **opts: Any) -> str:
+        """A periodic entry for ``sig`` (a signature, or a task); its key, ``name`` else ``repr`` of the call.
+
+        The key is Celery's (``proj.tasks.add(2, 2)``), so every process computes the same
+        one, and it is the entry's name in the store. Called from ``on_after_configure`` or
+        ``on_after_finalize`` receivers, as Celery projects do, or at any time after.
+        """
+        key, entry = beat.periodic_entry(schedule, sig, args, kwargs, name, opts)
+        with self._lock:
+            if name is None and key in self._periodic:
+                log.warning("periodic task key=%r shadowed a previous unnamed periodic task; pass name= to "
+                            "add_periodic_task to keep both", key)
+            self._periodic[key] = entry
+            bridge = self._bridge
+        if bridge is not None:  # added after the JobBridge was built: it fires too
+            beat.declare(self, bridge, {key: entry})
+        return key
 
     events = _not_available("events", "workers send no Celery events; react to tasks with the signals")
     pool = _not_available("pool", "the store's connection is the driver's own")

@@ -7,10 +7,12 @@ sender (a task name) matches by value; ``dispatch_uid`` connects once. A
 receiver that raises is logged and the rest still run, so a broken receiver
 never breaks a worker or a publish.
 
-Signals the facade cannot fire (no beat, no eventlet pool, no heartbeat
-events) refuse ``connect`` with the reason, instead of never calling the
-receiver. ``setup_logging``: connecting a receiver tells jobbridge's CLI not
-to configure logging itself (`logging_is_configured_by_app`), as in Celery.
+Signals the facade cannot fire (no eventlet pool, no heartbeat events)
+refuse ``connect`` with the reason, instead of never calling the receiver.
+``beat_init`` / ``beat_embedded_init`` fire when a scheduler starts, alone or
+inside a worker (compat/running/beat.py). ``setup_logging``: connecting a
+receiver tells jobbridge's CLI not to configure logging itself
+(`logging_is_configured_by_app`), as in Celery.
 """
 
 from __future__ import annotations
@@ -143,11 +145,11 @@ after_setup_logger = Signal("after_setup_logger", {"logger", "loglevel", "logfil
 after_setup_task_logger = Signal("after_setup_task_logger",
                                  {"logger", "loglevel", "logfile", "format", "colorize"})
 
+# -- the scheduler (compat/running/beat.py): when one starts, alone or inside a worker (-B) -------
+beat_init = Signal("beat_init")
+beat_embedded_init = Signal("beat_embedded_init")
+
 # -- what the facade cannot fire: connecting is refused, with the reason -----------------------
-_NO_BEAT = ("jobbridge has no beat scheduler; run periodic work from cron or a systemd timer that calls "
-            "task.delay()")
-beat_init = Signal("beat_init", refused=_NO_BEAT)
-beat_embedded_init = Signal("beat_embedded_init", refused=_NO_BEAT)
 heartbeat_sent = Signal("heartbeat_sent", refused="jobbridge workers send no Celery event heartbeats; a "
                         "running job's reservation is renewed by the worker itself")
 worker_before_create_process = Signal(

@@ -34,11 +34,16 @@ job_expired = _signals.signal(
     "job_expired", doc="a job not started by its expires_at was acknowledged unrun: envelope")
 message_discarded = _signals.signal("message_discarded", doc="a message that could not be run was failed: reason")
 queue_operation_failed = _signals.signal("queue_operation_failed", doc="a store call failed: operation, error")
+scheduler_starting = _signals.signal(
+    "scheduler_starting",
+    doc="a scheduler is about to read its app's entries (sender: the JobBridge): embedded (a worker's thread, "
+        "or a scheduler alone), options (its command line's scheduler options); a receiver that raises stops "
+        "it from starting, one that returns a number caps its wait between looks at that many seconds")
 
 ALL: tuple[NamedSignal, ...] = (
     job_dispatched, job_processing, job_processed, job_released, job_failed, job_cancelled, job_expired,
     worker_started, worker_stopping, worker_stopped, worker_configure_logging, message_discarded,
-    queue_operation_failed,
+    queue_operation_failed, scheduler_starting,
 )
 
 

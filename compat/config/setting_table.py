@@ -9,7 +9,7 @@ Each setting is one of three kinds:
 
 A rule may look at the value: an accepted setting given a value jobbridge cannot honour is
 refused (``task_serializer = "pickle"``), and a refused one given its harmless default is
-accepted (``beat_schedule = {}``). A name in none of these tables is an error.
+accepted (``beat_cron_starting_deadline = None``). A name in none of these tables is an error.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ _PRIORITY = ("jobbridge orders work by queue, not by message priority: route urg
              "worker lists first (apply_async(queue='high'); jobbridge worker -Q high,celery)")
 _RATE = ("rate limits are not provided: give a rate-limited task a queue of its own (queue='slow') and "
          "run that queue with few threads (jobbridge worker -Q slow -c 1)")
-_BEAT = ("remove it: jobbridge has no beat scheduler yet; run periodic work from cron or a systemd "
-         "timer that calls task.delay()")
+_BEAT_STATE = ("each entry's last fired tick is kept in the store, beside the jobs, and advanced in the same step "
+               "as the push of the tick's task, so there is no schedule file to name or to sync")
 _SECURITY = ("remove it: message signing is not provided; restrict who may write to the store "
              "(database grants, redis ACLs, SQS policies)")
 _BROKER_PARTS = "write one broker_url (redis://user:password@host:port/db, sqla+postgresql://..., sqs://...)"
@@ -262,12 +262,28 @@ _add(Rule("refuse", "annotations are not provided",
           "write the options on the task: @app.task(max_retries=..., time_limit=...)", _empty), """
 task_annotations CELERY_ANNOTATIONS
 """)
-_add(Rule("refuse", "jobbridge has no beat scheduler", _BEAT, _empty), """
+_add(Rule("honour", "each entry becomes an entry of jobbridge's scheduler (jobbridge worker -B, jobbridge beat): "
+          "each tick's task is sent once however many schedulers run (docs/compat.md, beat)"), """
 beat_schedule CELERYBEAT_SCHEDULE
+""")
+_add(Rule("honour", "read when a scheduler starts, and only then (a worker without -B, delay() and manage.py "
+          "migrate never read it): the default runs jobbridge's scheduler, "
+          "django_celery_beat.schedulers:DatabaseScheduler adds the entries of django-celery-beat's tables; any "
+          "other scheduler class is refused then, with the reason"), """
 beat_scheduler CELERYBEAT_SCHEDULER
+""")
+_add(Rule("honour", "the longest the scheduler waits between looks at its entries (it wakes for each tick "
+          "anyway; by default it looks at least every 30 s)"), """
+beat_max_loop_interval CELERYBEAT_MAX_LOOP_INTERVAL
+""")
+_add(Rule("accept", _BEAT_STATE), """
 beat_schedule_filename CELERYBEAT_SCHEDULE_FILENAME
 beat_sync_every CELERYBEAT_SYNC_EVERY
-beat_max_loop_interval CELERYBEAT_MAX_LOOP_INTERVAL
+""")
+_add(Rule("refuse", "a missed tick follows the entry's catch_up, not a deadline: after every scheduler was down, "
+          "the most recent missed tick fires once (catch_up 'latest')",
+          "remove it; to skip missed ticks, give the entry options={'catch_up': 'none'} (only ticks on time fire)",
+          _empty), """
 beat_cron_starting_deadline CELERYBEAT_CRON_STARTING_DEADLINE
 """)
 _add(Rule("refuse", "message signing is not provided", _SECURITY, _empty), """

@@ -14,6 +14,7 @@ import os
 import socket
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -125,20 +126,37 @@ def origin() -> str:
     return f"gen{os.getpid()}@{socket.gethostname()}"
 
 
-def publish(app: AppPort, name: str, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
-            options: Mapping[str, Any], task: TaskPort | None = None, message_id: str | None = None) -> str:
-    """Push one task message; its task id. Options are checked, arguments encoded here.
+@dataclass
+class Prepared:
+    """One task message before it is pushed: what ``before_task_publish`` receivers see, and the envelope."""
 
-    ``message_id``: the envelope's own id when it must differ from the task id (a task that
-    replaces itself hands its id on while its own message is still held).
-    """
+    name: str
+    queue: str
+    task_id: str
+    headers: dict[str, Any]
+    body: tuple[Any, Any, Any]
+    plain: tuple[list[Any], dict[str, Any]]
+    tries: int
+    timeout: float
+    now: float
+    available_at: float | None
+
+    def envelope(self, message_id: str | None = None) -> Envelope:
+        args, kwargs, _ = self.body
+        return Envelope.new(self.name, self.queue, {"args": args, "kwargs": kwargs}, id=message_id or self.task_id,
+                            tries=self.tries, timeout=self.timeout, now=self.now, available_at=self.available_at,
+                            headers=codec.encode(self.headers, "a header", self.name))
+
+
+def prepare(app: AppPort, name: str, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
+            options: Mapping[str, Any], task: TaskPort | None = None) -> Prepared:
+    """A task message, checked, routed and encoded, not yet pushed (what `publish` and a schedule entry build)."""
     check_options(name, options)
     names = task.positional_names() if task is not None else ()
     plain_args, plain_kwargs = list(args or ()), dict(kwargs or {})
     sent_args, sent_kwargs = codec.encode_call(name, plain_args, plain_kwargs, names)
     queue = routing.queue_for(app, name, task, plain_args, plain_kwargs, options)
-    bridge = app.jobbridge_app()
-    now = bridge.clock.now()
+    now = app.jobbridge_app().clock.now()
     task_id = str(options.get("task_id") or new_id())
     eta = _eta(app, options, now)
     expires = options.get("expires", getattr(task, "expires", None))
@@ -147,22 +165,30 @@ def publish(app: AppPort, name: str, args: Sequence[Any] | None, kwargs: Mapping
     embed = workflow(options)
     headers = _headers(name, task_id, options, eta, expires_at, (hard, soft), plain_args, plain_kwargs, task)
     headers.update({k: v for k, v in embed.items() if v is not None})
-    body = (sent_args, sent_kwargs, embed)
-    properties = {"correlation_id": task_id, "reply_to": options.get("reply_to"), "delivery_mode": 2,
+    return Prepared(name, queue, task_id, headers, (sent_args, sent_kwargs, embed), (plain_args, plain_kwargs),
+                    tries_for(task), float(hard) if hard else NO_TIME_LIMIT, now,
+                    eta.timestamp() if eta is not None else None)
+
+
+def publish(app: AppPort, name: str, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None,
+            options: Mapping[str, Any], task: TaskPort | None = None, message_id: str | None = None) -> str:
+    """Push one task message; its task id. Options are checked, arguments encoded here.
+
+    ``message_id``: the envelope's own id when it must differ from the task id (a task that
+    replaces itself hands its id on while its own message is still held).
+    """
+    msg = prepare(app, name, args, kwargs, options, task)
+    headers, body, queue = msg.headers, msg.body, msg.queue
+    properties = {"correlation_id": msg.task_id, "reply_to": options.get("reply_to"), "delivery_mode": 2,
                   "priority": None}
     signals.before_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers,
                                      properties=properties, declare=[], retry_policy=options.get("retry_policy"))
-    env = Envelope.new(
-        name, queue, {"args": sent_args, "kwargs": sent_kwargs}, id=message_id or task_id, tries=tries_for(task),
-        timeout=float(hard) if hard else NO_TIME_LIMIT, now=now,
-        available_at=eta.timestamp() if eta is not None else None, headers=codec.encode(headers, "a header", name),
-    )
-    bridge.push([env], transaction=options.get("transaction"))
+    app.jobbridge_app().push([msg.envelope(message_id)], transaction=options.get("transaction"))
     signals.after_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers)
     if signals.task_sent.has_listeners():
-        signals.task_sent.send(sender=name, task_id=task_id, task=name, args=plain_args, kwargs=plain_kwargs,
+        signals.task_sent.send(sender=name, task_id=msg.task_id, task=name, args=msg.plain[0], kwargs=msg.plain[1],
                                eta=headers["eta"], taskset=None)
-    return task_id
+    return msg.task_id
 
 
 def _eta(app: AppPort, options: Mapping[str, Any], now: float) -> datetime | None:
@@ -216,4 +242,5 @@ def warn_eager_send_task(name: str) -> None:
                   AlwaysEagerIgnored, stacklevel=3)
 
 
-__all__ = ["FOREVER_TRIES", "NO_TIME_LIMIT", "check_options", "custom_headers", "publish", "workflow", "zone"]
+__all__ = ["FOREVER_TRIES", "NO_TIME_LIMIT", "Prepared", "check_options", "custom_headers", "prepare", "publish",
+           "workflow", "zone"]

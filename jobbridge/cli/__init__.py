@@ -7,6 +7,7 @@ One module per family of commands:
 - `failures`: ``failed`` (and ``failed show ID``), ``retry``, ``flush``;
 - `operator`: ``enqueue``, ``purge``;
 - ``scheduler`` and ``schedules``, added by `jobbridge.scheduling.commands`;
+- `beat`: ``beat``, the scheduler alone with Celery's beat options;
 - ``demo``, here.
 
 Every command takes ``-A module:attr`` (the app; without it, the settings from
@@ -25,6 +26,7 @@ from typing import Any
 import click
 
 from jobbridge import __version__
+from jobbridge.cli.beat import beat
 from jobbridge.cli.celery_options import CELERY_REFUSED
 from jobbridge.cli.failures import failed, flush, retry
 from jobbridge.cli.operator import enqueue, purge
@@ -79,7 +81,7 @@ def demo(path: str | None, jobs: int) -> None:
     sys.exit(module.main(path=path, jobs=jobs))
 
 
-for _command in (worker, enqueue, purge, failed, retry, flush, status, migrate, reclaim, demo):
+for _command in (worker, beat, enqueue, purge, failed, retry, flush, status, migrate, reclaim, demo):
     cli.add_command(_command)
 add_commands(cli, load_bridge, configure_logging)
 

@@ -14,17 +14,13 @@ import click
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_SCHEDULER = ("the worker runs the scheduler with --schedule (jobbridge scheduler runs it alone), and its "
-              "state is in the store (docs/schedules.md)")
-_NO_DAEMON = "run the worker in the foreground under systemd or another process manager (docs/deployment.md)"
+NO_DAEMON = "run the worker in the foreground under systemd or another process manager (docs/deployment.md)"
 #: Celery worker options jobbridge cannot honour: (names, takes a value, why and what to use instead)
 CELERY_REFUSED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
     (("-P", "--pool"), True, "jobbridge runs sync jobs on threads and async jobs on one event loop per "
      "process, so there is no pool to choose; use --concurrency (threads) and --processes"),
     (("--autoscale",), True, "the number of threads is fixed; set --concurrency and --processes, and scale "
      "by running more worker processes"),
-    (("-B", "--beat"), False, _SCHEDULER),
-    (("-s", "--scheduler"), True, _SCHEDULER),
     (("-E", "--task-events"), False, "worker events are always sent, in-process, as blinker signals "
      "(jobbridge.signals); connect receivers in your app"),
     (("--without-gossip", "--without-mingle"), False, "workers do not talk to each other, so there is no "
@@ -41,14 +37,34 @@ CELERY_REFUSED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
      "--max-tasks-per-child, or cap memory in the process manager (systemd MemoryMax=)"),
     (("--purge", "--discard"), False, "a worker never discards waiting jobs; `jobbridge flush` deletes the "
      "failed ones"),
-    (("-D", "--detach"), False, _NO_DAEMON),
-    (("--pidfile",), True, _NO_DAEMON),
+    (("-D", "--detach"), False, NO_DAEMON),
+    (("--pidfile",), True, NO_DAEMON),
     (("-f", "--logfile"), True, "the worker logs to stderr; let the process manager (journald) keep it"),
     (("-S", "--statedb"), True, "a worker keeps no state of its own; everything is in the store"),
     (("-X", "--exclude-queues"), True, "name the queues to work with -Q/--queue, in priority order"),
     (("-I", "--include"), True, "import your job modules from the module that -A names"),
     (("--uid", "--gid", "--umask"), True, "set User=, Group= and UMask= in the systemd unit"),
 )
+
+
+#: the ``-S/--scheduler`` values a scheduler takes: jobbridge's own (Celery's default names it), and
+#: django-celery-beat's, whose tables the Celery facade then reads as well
+SCHEDULERS = ("celery.beat:PersistentScheduler", "celery.beat.PersistentScheduler", "celery.beat:Scheduler",
+              "celery.beat.Scheduler", "jobbridge", "django_celery_beat.schedulers:DatabaseScheduler",
+              "django_celery_beat.schedulers.DatabaseScheduler")
+STATE_IN_STORE = ("the schedule file is not used: each entry's last tick is kept in the store, beside the jobs, "
+                  "so that any number of schedulers agree on it")
+
+
+def check_scheduler(value: str | None) -> str | None:
+    """``-S/--scheduler``: the default or django-celery-beat's; any other is a usage error saying why."""
+    if value is None or value in SCHEDULERS:
+        return value
+    raise click.UsageError(f"--scheduler {value!r}: jobbridge runs its own scheduler, which keeps each entry's "
+                           "last tick in the store so that any number of schedulers fire each tick once; it takes "
+                           "celery.beat:PersistentScheduler (the default) or "
+                           "django_celery_beat.schedulers:DatabaseScheduler (whose tables the Celery facade "
+                           "reads as well). Drop the option, or name one of those")
 
 
 def _refuse_option(names: Sequence[str], why: str) -> Callable[[click.Context, click.Parameter, Any], None]:

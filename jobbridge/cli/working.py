@@ -20,7 +20,7 @@ import click
 
 from jobbridge import signals
 from jobbridge.app import JobBridge
-from jobbridge.cli.celery_options import REFUSED_NAMES, refused_celery_options
+from jobbridge.cli.celery_options import REFUSED_NAMES, check_scheduler, refused_celery_options
 from jobbridge.cli.options import app_options
 from jobbridge.loading import load_app
 from jobbridge.scheduling.commands import running_beside
@@ -53,6 +53,13 @@ class WorkerArgs:
     supervised: int | None
     stats_file: str | None
     schedule: bool = False
+    schedule_filename: str | None = None
+    scheduler: str | None = None
+
+    def scheduler_options(self) -> dict[str, Any]:
+        """What ``-B`` passes the scheduler's start (``scheduler_starting``): Celery's beat options given."""
+        return {k: v for k, v in (("scheduler", self.scheduler), ("schedule_filename", self.schedule_filename))
+                if v is not None}
 
 
 @click.command(epilog=f"Celery options refused, each with the reason and what to use: {REFUSED_NAMES}.")
@@ -79,9 +86,16 @@ class WorkerArgs:
               help="Logging level; at INFO one line per attempt (logger jobbridge.job).")
 @click.option("-n", "--hostname", help="This worker's name (%h host, %n short host, %d domain); "
                                         "jobs see it as self.request.hostname under the Celery facade.")
-@click.option("--schedule", is_flag=True,
+@click.option("--schedule", "-B", "--beat", "schedule", is_flag=True,
               help="Also fire the app's schedule entries (one scheduler thread per worker command, in the process "
-                   "that supervises the others). Safe on every worker: each tick is dispatched once.")
+                   "that supervises the others). Safe on every worker: each tick is dispatched once. -B/--beat "
+                   "is Celery's spelling of it.")
+@click.option("-s", "--schedule-filename", metavar="FILE",
+              help="Celery's beat state file: accepted and not used, since each entry's last tick is kept in the "
+                   "store (a log line says so).")
+@click.option("--scheduler", metavar="CLASS", callback=lambda ctx, param, value: check_scheduler(value),
+              help="Celery's scheduler class: celery.beat:PersistentScheduler (the default) or "
+                   "django_celery_beat.schedulers:DatabaseScheduler; any other is refused.")
 @click.option("--supervised", type=int, hidden=True)
 @click.option("--stats-file", hidden=True)
 @refused_celery_options
@@ -164,7 +178,7 @@ def _work(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
         click.echo(banner(worker, bridge, options))
     if not bridge.registry.names():
         log.warning("the app %s registers no job: every job this worker takes fails as unknown", args.app)
-    with running_beside(bridge, args.schedule and args.supervised is None):
+    with running_beside(bridge, args.schedule and args.supervised is None, args.scheduler_options()):
         stats = worker.run()
     if args.stats_file:
         write_stats(args.stats_file, stats)
@@ -199,5 +213,5 @@ def _supervise(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> i
     supervisor = Supervisor(worker_command(str(args.app), options, args.loglevel), options.processes,
                             recycle=bool(args.max_tasks_per_child), replace_stuck=not options.once,
                             out=click.echo)
-    with running_beside(bridge, args.schedule):
+    with running_beside(bridge, args.schedule, args.scheduler_options()):
         return supervisor.run()

@@ -5,6 +5,10 @@ the app may register its jobs after declaring a schedule, and a check at that
 point would refuse a job that is about to exist. The check builds each entry's
 envelope once, so an unregistered job, a payload field that cannot be encoded
 or a queue name out of range fails the boot, naming the entry.
+
+Entries that change while schedulers run come from entry sources
+(`add_source`, `jobbridge.scheduling.sources`): each scheduler reads them
+itself, and again whenever a source says it changed.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from jobbridge.scheduling.triggers import trigger_of
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
+    from jobbridge.scheduling.sources import EntrySource
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Schedules:
         self._bridge = bridge
         self._declared: dict[str, _Declared] = {}
         self._checked: list[Entry] | None = None
+        self._sources: list[EntrySource] = []
         self._lock = threading.Lock()
 
     def add(self, name: str, job: Any = None, *, every: object = None, cron: object = None,
@@ -60,6 +66,21 @@ class Schedules:
         with self._lock:
             self._declared[name] = _Declared(name, make, options)
             self._checked = None
+
+    def add_source(self, source: EntrySource) -> None:
+        """Read entries from ``source`` too, in every scheduler made after this; adding it again does nothing.
+
+        A source's entries never fail the boot: a bad one is logged and skipped, and an
+        entry whose name code or configuration declares already is skipped (the declared one
+        fires), so that an edit in a running admin cannot stop a scheduler.
+        """
+        with self._lock:
+            if not any(found is source for found in self._sources):
+                self._sources.append(source)
+
+    def sources(self) -> list[EntrySource]:
+        with self._lock:
+            return list(self._sources)
 
     def entries(self) -> list[Entry]:
         """Every entry, code and configuration, checked; a bad one fails naming the entry and the field."""

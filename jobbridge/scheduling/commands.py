@@ -5,6 +5,12 @@ calls with its own ``-A`` loader and logging set-up, so that this module never
 imports the CLI. `running_beside` is what ``jobbridge worker --schedule`` runs
 its worker inside: one scheduler thread per worker command, in the process
 that supervises the others (never in each child), stopped when the worker stops.
+
+Every scheduler these commands start is announced first (`starting`: the
+``scheduler_starting`` signal), before its entries are read, so that an app
+may add entries from a source of its own, refuse a setting that only a
+scheduler uses, or cap the scheduler's wait between looks (the Celery facade
+does all three; the core never imports it).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from jobbridge import signals
 from jobbridge.scheduling.cron import zone
 from jobbridge.scheduling.entries import Entry
 from jobbridge.scheduling.scheduler import Scheduler, SchedulerThread
@@ -32,13 +39,33 @@ _APP_HELP = ("Your app: a JobBridge, a Celery facade app, or a function returnin
              "jobbridge.toml, whose jobs then no module registers.")
 
 
+class _Capped(Scheduler):
+    """A scheduler that looks at least every ``max_wait`` seconds (an app asked for it at `starting`)."""
+
+    def __init__(self, bridge: JobBridge, max_wait: float) -> None:
+        super().__init__(bridge)
+        self.max_wait = max_wait
+
+    def until_due(self) -> float:
+        return min(super().until_due(), self.max_wait)
+
+
+def starting(bridge: JobBridge, *, embedded: bool, options: dict[str, Any] | None = None) -> Scheduler:
+    """A scheduler for ``bridge``, announced first (``scheduler_starting``); a receiver's error is raised."""
+    answers = signals.scheduler_starting.send(bridge, embedded=embedded, options=dict(options or {}))
+    waits = [float(answer) for _, answer in answers
+             if isinstance(answer, int | float) and not isinstance(answer, bool) and answer > 0]
+    return _Capped(bridge, min(waits)) if waits else Scheduler(bridge)
+
+
 @contextlib.contextmanager
-def running_beside(bridge: JobBridge, enabled: bool) -> Iterator[None]:
+def running_beside(bridge: JobBridge, enabled: bool, options: dict[str, Any] | None = None) -> Iterator[None]:
     """Run a scheduler thread for the duration of the block (the worker's ``--schedule``)."""
     if not enabled:
         yield
         return
-    thread = SchedulerThread(Scheduler(bridge)).start()  # a bad entry fails here, before any job runs
+    # a bad entry fails here, before any job runs
+    thread = SchedulerThread(starting(bridge, embedded=True, options=options)).start()
     try:
         yield
     finally:
@@ -70,21 +97,26 @@ def _scheduler_command(load: LoadBridge, configure_logging: Callable[[str], None
         """
         bridge = load(app)
         configure_logging(loglevel.upper())
-        running = Scheduler(bridge)
-        click.echo(f"jobbridge scheduler: {len(running.entries)} entr{'y' if len(running.entries) == 1 else 'ies'}")
-        stop = threading.Event()
-
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            stop.set()
-
-        restore = on_stop_signals(on_signal)
-        try:
-            running.run(stop)
-        finally:
-            restore()
-            bridge.close()
+        run_alone(bridge)
 
     return scheduler
+
+
+def run_alone(bridge: JobBridge, options: dict[str, Any] | None = None) -> None:
+    """``jobbridge scheduler`` (and the facade's ``jobbridge beat``): fire due ticks until SIGTERM or Ctrl-C."""
+    running = starting(bridge, embedded=False, options=options)
+    click.echo(f"jobbridge scheduler: {len(running.entries)} entr{'y' if len(running.entries) == 1 else 'ies'}")
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    restore = on_stop_signals(on_signal)
+    try:
+        running.run(stop)
+    finally:
+        restore()
+        bridge.close()
 
 
 def _schedules_group(load: LoadBridge) -> click.Group:

@@ -15,7 +15,8 @@ A tick is *on time* while it is less than `ON_TIME` seconds old, or half a
 period for an entry that fires more often than every two minutes: a running
 scheduler fires a tick within milliseconds, so a tick older than that was missed. A new entry (no tick stored yet) fires
 from its first on-time tick: deploying a nightly job at noon runs it that
-night, not at once.
+night, not at once; unless it says ``first_fires_late`` (a one-off entry, whose
+one tick is wanted whenever a scheduler first sees it).
 """
 
 from __future__ import annotations
@@ -79,6 +80,9 @@ class Entry:
     connection: str | None = None
     catch_up: CatchUp = "latest"
     expires: Expires = None
+    #: fire the first tick (none stored yet) even when it is no longer on time: a one-off entry's one
+    #: tick is wanted however late a scheduler first sees it, not only within its minute
+    first_fires_late: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -125,7 +129,7 @@ class Entry:
             return []
         on_time = now - due < self.grace(due)
         if last is None or self.catch_up == "none":
-            steps = [Step(due, on_time)]
+            steps = [Step(due, on_time or (last is None and self.first_fires_late))]
         elif self.catch_up == "latest":
             steps = [Step(due, True)]
         else:

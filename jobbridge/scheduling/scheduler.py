@@ -14,6 +14,23 @@ each entry's next tick in memory), once per due tick and batch of entries,
 and sleeps until the next tick in between (at most `MAX_WAIT`). Due ticks are
 judged by the store's clock, so schedulers on hosts whose clocks disagree
 agree on when a tick is due.
+
+Entries from entry sources (`jobbridge.scheduling.sources`: a table edited
+in an admin while schedulers run) are read at construction, and again when a
+source's version changes (asked at most every `SOURCE_POLL` seconds, on the
+app's clock, so a `FixedClock` test decides when). An entry added starts
+firing, one removed stops, and one changed (its trigger, its job) is judged
+afresh at the next step: its next tick in memory is forgotten. Its stored last
+tick is kept, on purpose: the store holds "the latest tick that fired under
+this name", a fact about the past, and a tick at or before it is a moment that
+is gone whatever the new trigger says, so keeping it can only stop a double
+dispatch (two schedulers, one with the old trigger and one with the new, both
+offering ticks) and never hides a tick still to come. What a change must not do
+is fire ticks of the new trigger that fell before the change as "missed"; a
+source says so itself, bounding each entry's ticks to those after the moment
+it was last defined (`jobbridge.scheduling.windows.Window`), a moment stored
+with the entry, so every scheduler draws the same line whenever it noticed the
+change.
 """
 
 from __future__ import annotations
@@ -29,11 +46,12 @@ from typing import TYPE_CHECKING
 from jobbridge import signals
 from jobbridge.drivers.schedule_port import Fire, Firing, LastTick, ScheduleStore, schedule_store_of
 from jobbridge.envelope import Envelope
-from jobbridge.errors import ConfigurationError, JobBridgeError
+from jobbridge.errors import ConfigurationError, JobBridgeError, UnknownConnection
 from jobbridge.scheduling.entries import Entry, Step, Tick
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
+    from jobbridge.scheduling.sources import EntrySource
 
 log = logging.getLogger("jobbridge.schedule")
 
@@ -44,6 +62,9 @@ MAX_WAIT = 30.0
 #: the longest pause after the store failed, doubling from `FIRST_BACKOFF`
 MAX_BACKOFF = 30.0
 FIRST_BACKOFF = 0.5
+#: how often a scheduler asks each entry source whether its entries changed (one cheap read each)
+SOURCE_POLL = 5.0
+_UNREAD = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,24 +94,126 @@ def store_for(bridge: JobBridge, connection: str, entries: Sequence[str]) -> Sch
 class Scheduler:
     """Fires an app's due ticks; `step` once (tests, with a `FixedClock`), or `run` until stopped."""
 
-    def __init__(self, bridge: JobBridge, entries: Sequence[Entry] | None = None) -> None:
+    def __init__(self, bridge: JobBridge, entries: Sequence[Entry] | None = None,
+                 sources: Sequence[EntrySource] | None = None) -> None:
+        """``entries`` None: the app's declared entries and its sources; given: those (and ``sources``) alone."""
         self.bridge = bridge
-        self.entries = list(bridge.schedules.entries() if entries is None else entries)
+        self._static = list(bridge.schedules.entries() if entries is None else entries)
+        if sources is None:
+            sources = bridge.schedules.sources() if entries is None else ()
+        self._sources = list(sources)
+        self._read: list[tuple[object, list[Entry]]] = [(_UNREAD, []) for _ in self._sources]
+        self._owner: dict[str, int] = {}
+        self._polled = -math.inf
+        self.entries: list[Entry] = []
         self._groups: dict[str, list[Entry]] = {}
-        for entry in self.entries:
-            name = bridge.settings.connection(entry.connection).name
-            self._groups.setdefault(name, []).append(entry)
-        self._stores = {name: store_for(bridge, name, [e.name for e in group])
-                        for name, group in self._groups.items()}
+        self._stores: dict[str, ScheduleStore] = {}
         self._next: dict[str, float] = {}
         self._errors = 0
+        self._place()
+        self._poll_sources()
 
     def step(self) -> list[Fired]:
-        """One look: every due tick of every entry handed to its store; what each came to."""
+        """One look: sources read again if they changed, every due tick handed to its store; what each came to."""
+        self._poll_sources()
         fired: list[Fired] = []
         for connection, group in self._groups.items():
             fired += self._step(connection, group)
+        if self._owner and fired:
+            self._tell_sources(fired)
         return fired
+
+    # -- entry sources -----------------------------------------------------------------------
+
+    def _poll_sources(self) -> None:
+        """Ask each source for its version (at most every `SOURCE_POLL` s); read the entries of a changed one.
+
+        Judged by the app's clock, so a `FixedClock` test decides when a look happens. A source
+        that fails (its database down) is logged and keeps the entries it gave last.
+        """
+        now = self.bridge.clock.now()
+        if not self._sources or now < self._polled + SOURCE_POLL:
+            return
+        self._polled = now
+        changed = False
+        for index, source in enumerate(self._sources):
+            try:
+                version = source.version()
+                if version == self._read[index][0]:
+                    continue
+                self._read[index] = (version, list(source.entries()))
+            except Exception as exc:  # an outage of the source's database must not stop the other entries
+                log.warning("schedule source %s could not be read (%s: %s); keeping its entries as they were",
+                            source.name, type(exc).__name__, exc)
+                continue
+            changed = True
+        if changed:
+            self._place()
+
+    def _place(self) -> None:
+        """Group the entries by connection: the declared ones, then each source's (a clash is skipped).
+
+        Each source entry's next tick is forgotten, so the next step looks at every one of
+        them in the store: a changed trigger is judged afresh, and the stored last tick
+        still decides what fired already (the module docstring says why that is right).
+        """
+        entries, owner = self._merged()
+        groups: dict[str, list[Entry]] = {}
+        for entry in entries:
+            try:
+                connection = self.bridge.settings.connection(entry.connection).name
+            except UnknownConnection as exc:
+                if entry.name not in owner:
+                    raise
+                log.error("schedule %s: connection: %s; it is skipped", entry.name, exc)
+                continue
+            groups.setdefault(connection, []).append(entry)
+        for name, group in list(groups.items()):
+            if name not in self._stores and not self._store_for(name, group, owner):
+                del groups[name]
+        kept = {entry.name for group in groups.values() for entry in group}
+        self.entries = [entry for entry in entries if entry.name in kept]
+        self._groups, self._owner = groups, {name: i for name, i in owner.items() if name in kept}
+        self._next = {name: tick for name, tick in self._next.items() if name in kept and name not in owner}
+
+    def _merged(self) -> tuple[list[Entry], dict[str, int]]:
+        """The declared entries, then each source's; which source each came from (a clash is skipped)."""
+        entries, owner = list(self._static), {}
+        taken = {entry.name for entry in entries}
+        for index, (_, found) in enumerate(self._read):
+            for entry in found:
+                if entry.name in taken:
+                    log.warning("schedule %s from %s: an entry of that name is declared already; the declared "
+                                "one fires, this one is skipped (rename one of them)", entry.name,
+                                self._sources[index].name)
+                    continue
+                taken.add(entry.name)
+                entries.append(entry)
+                owner[entry.name] = index
+        return entries, owner
+
+    def _store_for(self, connection: str, group: list[Entry], owner: dict[str, int]) -> bool:
+        """Open ``connection``'s schedule store; refused: a boot error for declared entries, a log line for others."""
+        try:
+            self._stores[connection] = store_for(self.bridge, connection, [e.name for e in group])
+        except ConfigurationError as exc:
+            if any(entry.name not in owner for entry in group):
+                raise
+            log.error("%s; these entries are skipped", exc)
+            return False
+        return True
+
+    def _tell_sources(self, fired: list[Fired]) -> None:
+        """Each source hears what fired of its own entries; a source that fails is logged, the ticks stay fired."""
+        for index, source in enumerate(self._sources):
+            own = [f for f in fired if self._owner.get(f.entry) == index]
+            if not own:
+                continue
+            try:
+                source.fired(own)
+            except Exception as exc:
+                log.warning("schedule source %s could not record what fired (%s: %s)", source.name,
+                            type(exc).__name__, exc)
 
     def _step(self, connection: str, group: list[Entry]) -> list[Fired]:
         store = self._stores[connection]
@@ -169,6 +292,8 @@ class Scheduler:
             soonest = min((self._next.get(e.name, -math.inf) for e in group), default=math.inf)
             if soonest < math.inf:
                 wait = min(wait, soonest - self._stores[connection].now())
+        if self._sources:
+            wait = min(wait, self._polled + SOURCE_POLL - self.bridge.clock.now())
         return max(0.0, wait)
 
     def run(self, stop: threading.Event) -> None:

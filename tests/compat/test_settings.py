@@ -94,7 +94,7 @@ def test_a_config_module_skips_its_imports_and_refuses_unknown_lower_case_names(
 @pytest.mark.parametrize(("key", "value", "match"), [
     ("task_serializer", "pickle", "pickle"),
     ("accept_content", ["json", "pickle"], "pickle"),
-    ("beat_schedule", {"every": {"task": "x", "schedule": 10}}, "no beat scheduler"),
+    ("beat_cron_starting_deadline", 30, "catch_up"),
     ("worker_max_tasks_per_child", 100, "--max-tasks-per-child"),
     ("task_default_priority", 5, "queue"),
     ("broker_use_ssl", True, "rediss://"),
@@ -108,7 +108,7 @@ def test_refused_values_say_what_to_write(key: str, value: Any, match: str) -> N
 
 
 def test_harmless_values_of_refused_settings_pass() -> None:
-    app = Celery("fine", beat_schedule={}, task_default_priority=None, worker_pool="prefork",
+    app = Celery("fine", beat_cron_starting_deadline=None, task_default_priority=None, worker_pool="prefork",
                  result_backend="redis://localhost/1", task_acks_late=True, accept_content=["json"])
     assert app.conf.result_backend == "redis://localhost/1"
 

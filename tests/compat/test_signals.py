@@ -127,7 +127,7 @@ def test_task_failure_carries_exception_traceback_and_einfo(app: Celery, recorde
 
 
 def test_signals_jobbridge_cannot_fire_refuse_connect() -> None:
-    for sig in (signals.beat_init, signals.heartbeat_sent, signals.eventlet_pool_started,
+    for sig in (signals.heartbeat_sent, signals.eventlet_pool_started,
                 signals.worker_before_create_process):
         with pytest.raises(RefusedFeature, match="not available on jobbridge"):
             sig.connect(lambda **kw: None)

@@ -112,12 +112,16 @@ def test_worker_help_names_the_options_and_the_refused_celery_ones() -> None:
 # -- the worker command ------------------------------------------------------------------------
 
 
+def test_a_scheduler_class_other_than_the_default_or_django_celery_beats_is_refused() -> None:
+    result = run("worker", "-A", "tests.unit.test_cli:memory_app", "-B", "--scheduler", "redbeat.RedBeatScheduler")
+    assert result.exit_code == 2
+    assert "django_celery_beat.schedulers:DatabaseScheduler" in " ".join(result.output.split())
+
+
 @pytest.mark.parametrize(("args", "says"), [
     (["-P", "prefork"], "--concurrency"),
     (["--pool=gevent"], "--processes"),
     (["--autoscale", "10,3"], "--concurrency"),
-    (["-B"], "--schedule"),
-    (["--beat"], "jobbridge scheduler"),
     (["-E"], "blinker"),
     (["--without-gossip"], "drop the option"),
     (["--without-mingle"], "drop the option"),
