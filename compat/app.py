@@ -181,9 +181,11 @@ class Celery:
             cls.name = name
         if not hasattr(cls, "app") or cls.app is not self:
             cls.app = self
-        calling.check_time_limits(getattr(task, "soft_time_limit", None), getattr(task, "time_limit", None), name)
         with self._lock:
             self._tasks[name] = task
+            if name in self._jobs:  # a new instance under a registered name replaces it, as in Celery
+                runner.rebind(self._jobs[name], task)
+                return task
             job = self._jobs[name] = runner.job_class(task)
             if self._bridge is not None:
                 self._bridge.register(job)
@@ -369,7 +371,6 @@ def _check_task_options(name: str, options: Mapping[str, Any]) -> None:
     for key, (ok, why) in _TASK_REFUSALS.items():
         if key in options and not ok(options[key]):
             raise RefusedFeature(f"task {name}: {key}={options[key]!r} is refused: {why}")
-    calling.check_time_limits(options.get("soft_time_limit"), options.get("time_limit"), name)
     for key in ("max_retries", "default_retry_delay", "time_limit", "soft_time_limit"):
         value = options.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):

@@ -57,6 +57,18 @@ def get_current_app() -> AppPort:
         return _current[0]
 
 
+def peek_current() -> AppPort | None:
+    """The current app, without making a default one: test fixtures put it back afterwards."""
+    with _lock:
+        return _current[0] if _current else None
+
+
+def restore_current(app: AppPort | None) -> None:
+    """Make ``app`` current again (None: no current app, the default one is made at the next use)."""
+    with _lock:
+        _current[:] = [] if app is None else [app]
+
+
 def active_apps() -> list[AppPort]:
     return list(_apps)
 
@@ -64,21 +76,39 @@ def active_apps() -> list[AppPort]:
 def shared_task(*args: Any, **options: Any) -> Any:
     """``@shared_task`` / ``@shared_task(bind=True, ...)``: a task of every app, used through the current one."""
 
-    def create(fun: Callable[..., Any]) -> SharedTask:
+    def create(found: Callable[..., Any]) -> SharedTask:
+        fun, given = _unwrapped(found, options)
+
         def make(app: AppPort) -> TaskPort:
-            return app.task_from_fun(fun, **options)
+            return app.task_from_fun(fun, **given)
 
         with _lock:
             _shared.append(make)
             for app in active_apps():
                 make(app)
-        return SharedTask(fun, options)
+        return SharedTask(fun, given)
 
     if len(args) == 1 and callable(args[0]) and not options:
         return create(args[0])
     if args:
         raise TypeError("shared_task() takes the function alone, or keyword options only")
     return create
+
+
+def _unwrapped(found: Any, options: dict[str, Any]) -> tuple[Callable[..., Any], dict[str, Any]]:
+    """The function under ``@shared_task`` and its options; a task already made is unwrapped.
+
+    ``@shared_task`` stacked on ``@app.task`` (or on another ``@shared_task``) makes the same
+    task, under the inner one's name, in every app, as the function alone would.
+    """
+    if isinstance(found, SharedTask):
+        inner: dict[str, Any] = object.__getattribute__(found, "_options")
+        return object.__getattribute__(found, "_fun"), {**inner, **options}
+    body = getattr(type(found), "_fun", None)
+    name = getattr(found, "name", None)
+    if callable(body) and isinstance(name, str):
+        return body, {"name": name, "bind": bool(getattr(type(found), "_bind", False)), **options}
+    return found, options
 
 
 class SharedTask:

@@ -160,7 +160,11 @@ class Task:
         if task_id is not None:
             options["task_id"] = task_id
         found = calling.publish(self.app, self.name, args, kwargs, options, task=self)
-        return self.AsyncResult(found)
+        result = self.AsyncResult(found)
+        # as in Celery: a call that keeps no result gives a result whose get() is None at once
+        said = options.get("ignore_result")
+        result.ignored = ignores_result(self) if said is None else bool(said)
+        return result
 
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:
         """``delay()`` once Django's current transaction commits; nothing if it rolls back (see below)."""
@@ -286,9 +290,10 @@ class Task:
         return eager.replace(self, sig)
 
     def add_to_chord(self, sig: Any, lazy: bool = False) -> Any:
-        raise RefusedFeature(f"{self.name}.add_to_chord() is refused: a chord's size is fixed when it is "
-                             "applied (its join is a counter set to the number of header tasks); build the "
-                             "whole header before applying the chord")
+        raise RefusedFeature(f"{self.name}.add_to_chord() is refused: a chord's join is a counter set to the "
+                             "number of header tasks when it is applied, and the result stores cannot add to it "
+                             "safely while header tasks count down; build the whole header first, or raise "
+                             "self.replace(group(...)) so this task's place holds those tasks' results")
 
     # -- results -----------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
-"""The tasks every app has, as in Celery: ``celery.map`` and ``celery.starmap`` (``task.map``, ``chunks``).
+"""The tasks every app has, as in Celery: ``celery.map``, ``celery.starmap`` and ``celery.accumulate``.
 
-Each runs another task's body once per item, in the one worker that took it, and
-returns the list of results.
+The first two (``task.map``, ``chunks``) run another task's body once per item, in the
+one worker that took it, and return the list of results; ``celery.accumulate`` is the
+body of the chord a task replaced by a group becomes, so that task's result is the
+group's results.
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ def register(app: AppPort) -> None:
         body = maybe_signature(task, app=app).type
         return [body(*item) for item in it]
 
-    for name, fun in (("celery.map", run_map), ("celery.starmap", run_starmap)):
+    def accumulate(*args: Any, **kwargs: Any) -> Any:
+        """What a task replaced by a group returns: the group's results (``self.replace(group)``)."""
+        index = kwargs.get("index")
+        return args[index] if index is not None else args
+
+    for name, fun in (("celery.map", run_map), ("celery.starmap", run_starmap),
+                      ("celery.accumulate", accumulate)):
         app.task_from_fun(fun, name=name)
 
 

@@ -50,38 +50,66 @@ class Signature(dict[str, Any]):
             return TYPES[kind].from_dict(d, app=app)
         return cls(d, app=app)
 
-    # -- fields ---------------------------------------------------------------------------------
+    # -- fields: each reads and writes the dict, as Celery's do (``sig.args = (1,)``) --------------
 
     @property
     def task(self) -> str:
         return str(self["task"])
 
+    @task.setter
+    def task(self, value: str) -> None:
+        self["task"] = value
+
     @property
     def args(self) -> tuple[Any, ...]:
         return tuple(self.get("args") or ())
 
+    @args.setter
+    def args(self, value: Sequence[Any]) -> None:
+        self["args"] = tuple(value)
+
     @property
     def kwargs(self) -> dict[str, Any]:
         return dict(self.get("kwargs") or {})
+
+    @kwargs.setter
+    def kwargs(self, value: Mapping[str, Any]) -> None:
+        self["kwargs"] = dict(value)
 
     @property
     def options(self) -> dict[str, Any]:
         found: dict[str, Any] = self["options"]
         return found
 
+    @options.setter
+    def options(self, value: Mapping[str, Any]) -> None:
+        self["options"] = dict(value)
+
     @property
     def immutable(self) -> bool:
         return bool(self.get("immutable"))
+
+    @immutable.setter
+    def immutable(self, value: bool) -> None:
+        self["immutable"] = bool(value)
 
     @property
     def subtask_type(self) -> str | None:
         found = self.get("subtask_type")
         return None if found is None else str(found)
 
+    @subtask_type.setter
+    def subtask_type(self, value: str | None) -> None:
+        self["subtask_type"] = value
+
     @property
     def id(self) -> str | None:
         found = self.options.get("task_id")
         return None if found is None else str(found)
+
+    @id.setter
+    def id(self, value: str | None) -> None:
+        self.options["task_id"] = value
 
     @property
     def bound_app(self) -> AppPort | None:

@@ -50,6 +50,8 @@ class AsyncResult:
         self.parent = parent
         self._ready_record: ResultRecord | None = None
         self._state_read: tuple[float, ResultRecord | None] | None = None
+        #: set when the call asked for no result (``apply_async(ignore_result=True)``): get() is None at once
+        self.ignored: bool | None = False
 
     @property
     def app(self) -> AppPort:
@@ -169,11 +171,15 @@ class AsyncResult:
         if on_message is not None:
             raise RefusedFeature("get(on_message=...) is refused: state changes are not streamed; poll "
                                  "AsyncResult(id).state and .info for progress")
+        if self.ignored:
+            return None  # the call asked for no result: nothing will be stored, so nothing is waited for
         if disable_sync_subtasks:
             assert_not_in_task()
+        check = on_interval
         if follow_parents and propagate and self.parent is not None:
             self._raise_failed_parent()
-        record = self._wait(timeout, on_interval)
+            check = self._parents_then(on_interval)
+        record = self._wait(timeout, check, float(interval) if check is not on_interval else SLICE)
         value = info_of(record)
         if callback is not None:
             callback(self.id, value)
@@ -183,23 +189,27 @@ class AsyncResult:
 
     wait = get
 
-    def _wait(self, timeout: float | None, on_interval: Callable[[], Any] | None) -> ResultRecord:
+    def _wait(self, timeout: float | None, on_interval: Callable[[], Any] | None,
+              step: float = SLICE) -> ResultRecord:
         """Wait on the store in slices until the record is ready; TimeoutError once ``timeout`` passes.
 
+        ``on_interval`` runs after each slice of at most ``step`` seconds (a chain's result checks
+        its parents there, so a failed parent is raised while the wait goes on, as in Celery).
         A store that cannot be reached meanwhile (a Redis restart) is tried again until the
         deadline; only the first read fails at once, so a misconfigured store says so.
         """
         deadline = None if timeout is None else time.monotonic() + float(timeout)
+        step = min(SLICE, max(0.05, step))
         found, unreachable = self._record(), None
         while found is None or found.state not in states.READY_STATES:
-            left = SLICE if deadline is None else deadline - time.monotonic()
+            left = step if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 why = (f"the result store could not be reached ({unreachable})" if unreachable is not None else
                        f"its state is {found.state if found else states.PENDING}")
                 raise TimeoutError(f"The operation timed out: task {self.id} did not finish within {timeout}s "
                                    f"({why})") from unreachable
             try:
-                found, unreachable = self.backend.wait(self.id, min(left, SLICE)), None
+                found, unreachable = self.backend.wait(self.id, min(left, step)), None
             except DriverError as exc:
                 unreachable = exc
                 log.warning("waiting for task %s: the result store cannot be reached (%s); trying again",
@@ -211,11 +221,22 @@ class AsyncResult:
         return found
 
     def _raise_failed_parent(self) -> None:
+        """Raise the failure of the earliest failed parent (Celery walks them first to last)."""
+        parents: list[Any] = []
         node = self.parent
-        while node is not None and isinstance(node, AsyncResult):
-            if node.state in states.PROPAGATE_STATES:
-                node.maybe_throw()
-            node = node.parent
+        while node is not None and len(parents) < 10_000:
+            parents.append(node)
+            node = getattr(node, "parent", None)
+        for parent in reversed(parents):
+            parent.maybe_throw()
+
+    def _parents_then(self, on_interval: Callable[[], Any] | None) -> Callable[[], Any]:
+        def check() -> None:
+            self._raise_failed_parent()
+            if on_interval is not None:
+                on_interval()
+
+        return check
 
     def maybe_throw(self, propagate: bool = True, callback: Callable[..., Any] | None = None) -> None:
         found = self._record()

@@ -10,6 +10,7 @@ type it stands for and why it is not the real one.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import threading
 import traceback as tb
@@ -75,11 +76,29 @@ def exception_of(record: ResultRecord) -> BaseException:
     exc_type, message = split_error(record)
     cls = _importable(exc_type)
     if cls is not None:
-        try:
-            return cls(message) if message else cls()
-        except Exception:  # a constructor that wants other arguments
-            pass
+        for args in (_several(message), (message,) if message else ()):
+            if args is None:
+                continue
+            try:
+                return cls(*args)
+            except Exception:  # a constructor that wants other arguments
+                pass
     return stand_in(exc_type or "builtins.Exception", message)
+
+
+def _several(message: str) -> tuple[Any, ...] | None:
+    """The arguments of an exception made with several (``Reject("why", False)``), from their text.
+
+    Such an exception's message is the repr of its ``args``; Celery's result keeps the
+    arguments themselves, so the exception read back is built from them, not from the text.
+    """
+    if not (message.startswith("(") and message.endswith(")")):
+        return None
+    try:
+        found = ast.literal_eval(message)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return found if isinstance(found, tuple) and len(found) > 1 else None
 
 
 def _importable(exc_type: str) -> type[BaseException] | None:

@@ -108,18 +108,20 @@ def time_limits(app: AppPort, task: TaskPort | None, options: Mapping[str, Any])
     hard = options.get("time_limit") or getattr(task, "time_limit", None) or app.conf["task_time_limit"]
     soft = (options.get("soft_time_limit") or getattr(task, "soft_time_limit", None)
             or app.conf["task_soft_time_limit"])
-    check_time_limits(soft, hard)
+    check_time_limits(soft, hard, getattr(task, "name", None))
     return hard, soft
 
 
 def check_time_limits(soft: Any, hard: Any, task: str | None = None) -> None:
     """Refuse a soft limit past the hard one: the hard limit would stop the task before it warned.
 
-    Checked where a task is declared (``@app.task``, ``register_task``) and again per call.
+    Checked where Celery checks it: when a message is made (``delay``, ``apply_async``), not
+    where the task is declared (a module declaring one still imports) nor by ``apply()``.
     """
-    if soft is not None and hard is not None and soft > hard:
-        where = f"task {task}: " if task else ""
-        raise ValueError(f"{where}soft_time_limit ({soft}) must not exceed time_limit ({hard})")
+    if soft and hard and soft > hard:
+        where = f" (task {task})" if task else ""
+        raise ValueError(f"soft_time_limit must be less than or equal to time_limit{where}: soft_time_limit "
+                         f"is {soft}, time_limit {hard}; lower soft_time_limit or raise time_limit")
 
 
 def origin() -> str:

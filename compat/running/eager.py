@@ -17,7 +17,6 @@ from .. import states
 from ..canvas.chords import chord
 from ..canvas.primitives import chain, group
 from ..canvas.signature import Signature, maybe_signature
-from ..exceptions import RefusedFeature
 from ..ports import TaskPort
 from ..request import Request
 from . import calling, flow
@@ -50,9 +49,10 @@ def replace(task: TaskPort, sig: Any) -> Any:
     replacement = maybe_signature(sig, app=task.app).clone()
     if request.is_eager or request.called_directly:
         return replacement.apply().get()
-    if isinstance(replacement, group):
-        raise RefusedFeature(f"{task.name}.replace(group) is refused: one task must take this task's place; "
-                             "replace it by a chord whose body gathers the group's results")
+    if isinstance(replacement, group):  # as in Celery: a chord whose body gives back the group's results
+        task.app.finalize()
+        replacement = chord(replacement, Signature("celery.accumulate", kwargs={"index": 0}, app=task.app),
+                            app=task.app)
     if isinstance(replacement, chain) and len(replacement.tasks) == 1:
         replacement = replacement.tasks[0]
     carried = {"link": request.callbacks, "link_error": request.errbacks, "chain": request.chain,

@@ -12,7 +12,10 @@ these steps with it (at least once, never zero times):
   when its task takes several arguments, else published with the task id, as
   Celery does — and a chord header task takes the chord's failure counter down:
   the first one to reach 0 stores the chord's FAILURE (a ``ChordError`` naming
-  it) and runs the chord's errbacks; the body never runs.
+  it) and runs the chord's errbacks; the body never runs. The chain's later
+  steps never run either: each is stored as FAILURE with the same exception and
+  traceback, as Celery stores them, so ``get()`` on the chain's result raises it
+  (a later step that is a chord member fails its chord, as a failed member would).
 - revoked (or expired) chord header task: the chord fails the same way.
 """
 
@@ -25,7 +28,8 @@ from jobbridge.results import SUCCESS, UnknownCounter
 from jobbridge.results.base import ResultEncodeError
 
 from .. import states
-from ..canvas.chords import FAILED
+from ..canvas.chords import FAILED, chord
+from ..canvas.primitives import chain, group
 from ..canvas.signature import Signature, maybe_signature
 from ..exceptions import ChordError, TaskRevokedError
 from ..ports import AppPort, TaskPort
@@ -48,10 +52,65 @@ def succeeded(task: TaskPort, request: Request, retval: Any) -> None:
 
 
 def failed(task: TaskPort, request: Request, exc: BaseException, traceback: str | None) -> None:
-    """After a failure (no retries left): the errbacks, then the chord's failure."""
+    """After a failure (no retries left): the errbacks, the chord's failure, the chain's later steps."""
     call_errbacks(task.app, request, exc, traceback)
     if request.chord:
         chord_failed(task.app, request, exc, traceback)
+    if request.chain:
+        chain_failed(task.app, request, exc, traceback)
+
+
+def chain_failed(app: AppPort, request: Request, exc: BaseException, traceback: str | None) -> None:
+    """The steps after a failed one will never run: each stored as that FAILURE, as Celery stores them.
+
+    Celery's ``mark_as_failure`` does the same for every later step with a task id, so
+    the chain's result (its last step's) is ready and raises the failure, even when it
+    is read by its id alone. A later step that belongs to a chord fails that chord.
+    """
+    if not app.backend.enabled:
+        return  # nothing can be stored, and nothing reads a result
+    traceback = traceback.rstrip() if traceback else traceback  # as the core stores the failed task's own
+    if request.id and not request.ignore_result:  # its own FAILURE first, so a reader of the chain finds it
+        _write_failure(app, str(request.id), request.task, exc, traceback)
+    for step in request.chain or []:
+        sig = maybe_signature(step, app=app)
+        for task_id, name in _result_ids(sig):
+            _write_failure(app, task_id, name, exc, traceback)
+        member = _member(sig)
+        if member is not None and member.options.get("chord"):
+            chord_failed(app, body_request(member, request), exc, traceback)
+
+
+def _write_failure(app: AppPort, task_id: str, name: str | None, exc: BaseException, traceback: str | None) -> None:
+    try:
+        app.backend.write(task_id, states.FAILURE, name=name, exc=exc, traceback=traceback)
+    except Exception:  # one step that cannot be written must not keep the others from it
+        log.exception("could not store the FAILURE of chain step %s", task_id)
+
+
+def _member(sig: Signature) -> Signature | None:
+    """The task that would have counted in an outer chord: the step, or a chord step's body."""
+    if not isinstance(sig, chord):
+        return sig
+    body = sig.body.clone() if sig.body is not None else None
+    if body is not None:
+        for key in ("chord", "group_id", "group_index"):
+            if sig.options.get(key) is not None:
+                body.options[key] = sig.options[key]
+    return body
+
+
+def _result_ids(sig: Signature | None) -> list[tuple[str, str]]:
+    """Where a step's result would be: its own id; a chord's body's; a group's members'; a chain's last."""
+    if sig is None:
+        return []
+    if isinstance(sig, chord):
+        return _result_ids(sig.body)
+    if isinstance(sig, chain):
+        return _result_ids(sig.tasks[-1]) if sig.tasks else []
+    if isinstance(sig, group):
+        return [found for member in sig.tasks for found in _result_ids(member)]
+    return [(sig.id, sig.task)] if sig.id is not None else []
 
 
 def _apply(app: AppPort, step: Any, args: tuple[Any, ...], request: Request, **options: Any) -> Any:
@@ -144,6 +203,8 @@ def chord_failed(app: AppPort, request: Request, exc: BaseException, traceback: 
         app.backend.write(body.id, states.FAILURE, name=body.task, exc=error, traceback=traceback)
     if stand_in.chord:  # the body was itself a member of an outer chord, which fails with it
         chord_failed(app, stand_in, error, traceback)
+    if stand_in.chain:  # the steps after the chord will not run either
+        chain_failed(app, stand_in, error, traceback)
 
 
 def body_request(body: Signature, request: Request) -> Request:
@@ -151,6 +212,7 @@ def body_request(body: Signature, request: Request) -> Request:
     options = body.options
     return Request(id=body.id, task=body.task, args=list(body.args), kwargs=body.kwargs,
                    errbacks=options.get("link_error"), chord=options.get("chord"), group=options.get("group_id"),
+                   chain=options.get("chain"),
                    group_index=options.get("group_index"), root_id=request.root_id, parent_id=request.id,
                    delivery_info={}, called_directly=False, is_eager=False)
 
@@ -161,4 +223,4 @@ def revoked(task: TaskPort, request: Request, why: str) -> None:
         chord_failed(task.app, request, TaskRevokedError(why), None)
 
 
-__all__ = ["call_errbacks", "chord_failed", "failed", "revoked", "succeeded"]
+__all__ = ["call_errbacks", "chain_failed", "chord_failed", "failed", "revoked", "succeeded"]

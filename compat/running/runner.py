@@ -14,7 +14,8 @@ raised (no retry)      failed now: AppPort does not retry an exception by itself
                        re-sent as a new message when the retry changes the arguments,
                        asks for more retries than the message's tries, or throw=False
 ``Ignore``             acknowledged, without a success
-``Reject``             ``requeue=True``: released at once; else failed, with the reason
+``Reject``             ``requeue=True``: released at once; else failed, stored as FAILURE
+                       holding the Reject (as Celery stores it)
 expired                acknowledged unrun; ``task_revoked(expired=True)``
 hard time limit        the core's timeout stops it; failed with TimeLimitExceeded
 =====================  ============================================================
@@ -26,12 +27,14 @@ worker therefore counts as a retry here, where Celery would not count it.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from datetime import UTC, datetime
 from typing import Any
 
 from jobbridge import AcknowledgeJob, Envelope, FailJob, Job, JobContext, JobTimeout, ReleaseJob
 from jobbridge.execution import CallNext
+from jobbridge.job import options_of
 
 from .. import codec, signals, states
 from ..exceptions import ChordError, Ignore, Reject, Retry, TimeLimitExceeded
@@ -71,7 +74,7 @@ class TaskFailed(FailJob):
 
 
 class TaskRejected(FailJob):
-    """The task raised ``Reject(requeue=False)``: stored as failed, with the reason."""
+    """Kept so that failures stored by earlier versions still read: a rejection is now a `TaskFailed`."""
 
 
 class Replaced(Ignore):
@@ -89,6 +92,8 @@ class CeleryJob(Job, abstract=True):
     def handle(self, ctx: JobContext) -> Any:
         """Run the task; its return value is the job's (stored as the result when the task keeps results)."""
         task = type(self).celery_task
+        if options_of(type(self)).store_result and _ignores(task, ctx.headers.get("ignore_result")):
+            _keep_no_result(self, ctx)
         try:
             return run(task, ctx, codec.decode(self.args), codec.decode(self.kwargs))
         except (AcknowledgeJob, ReleaseJob, FailJob):
@@ -108,6 +113,28 @@ class CeleryJob(Job, abstract=True):
         traced = on_failure(task, request, error)
         flow.failed(task, request, error, traced.einfo.traceback if traced.einfo else None)
         recording.keep(task, ctx, request, states.FAILURE, exc=error)
+
+
+def _keep_no_result(job: CeleryJob, ctx: JobContext) -> None:
+    """This call asked for no result (``apply_async(ignore_result=True)``) though its task keeps them.
+
+    The core stores what the job's class says, so this one attempt runs as the class's twin
+    that stores nothing (the same name, payload and options, but ``store_result`` and
+    ``track_started`` off), as Celery's worker honours the message's ``ignore_result``.
+    A STARTED the core already wrote for it is dropped, so nothing at all is kept.
+    """
+    cls = type(job)
+    twin = _twins.get(cls)
+    if twin is None:
+        twin = _twins[cls] = type(cls.__name__, (cls,), {"__module__": cls.__module__,
+                                                         "__qualname__": cls.__qualname__}, abstract=True)
+    twin.options = dataclasses.replace(cls.options, store_result=False, track_started=False)  # current options
+    job.__class__ = twin
+    if cls.options.track_started:
+        cls.celery_task.app.backend.forget(str(ctx.headers.get("id") or ctx.id))
+
+
+_twins: dict[type[CeleryJob], type[CeleryJob]] = {}
 
 
 def job_class(task: TaskPort) -> type[CeleryJob]:
@@ -176,12 +203,27 @@ def _conclude(task: TaskPort, ctx: JobContext, request: Request, traced: Traced)
     if traced.state == states.REJECTED and isinstance(traced.exc, Reject):
         if traced.exc.requeue:
             raise ReleaseJob(0.0, f"rejected with requeue: {traced.exc.reason}")
-        flow.revoked(task, request, f"rejected: {traced.exc.reason}")
-        raise TaskRejected(f"rejected: {traced.exc.reason}") from traced.exc
+        _rejected(task, ctx, request, traced.exc, traced.einfo)
     if traced.state == states.RETRY and isinstance(traced.exc, Retry):
         _retry(task, ctx, request, traced.exc)
     exc = traced.exc or RuntimeError(f"task ended in state {traced.state}")
     flow.failed(task, request, exc, traced.einfo.traceback if traced.einfo else None)
+    recording.keep(task, ctx, request, states.FAILURE, exc=exc)
+    raise TaskFailed.of(exc)
+
+
+def _rejected(task: TaskPort, ctx: JobContext, request: Request, exc: Reject, einfo: ExceptionInfo | None) -> None:
+    """``Reject(requeue=False)``: the message never runs again, so it ends as a FAILURE, as Celery ends it.
+
+    Celery's worker stores the ``Reject`` itself as the FAILURE, with no traceback, sends
+    ``task_failure`` and treats it as any failure (errbacks, chord, chain) without calling
+    the task's ``on_failure``; ``get()`` raises the ``Reject``. The message goes to the
+    failed store, jobbridge's dead-letter queue, with that reason.
+    """
+    signals.task_failure.send(sender=task, task_id=request.id, exception=exc, args=request.args,
+                              kwargs=request.kwargs, traceback=exc.__traceback__, einfo=einfo)
+    exc.__traceback__ = None
+    flow.failed(task, request, exc, None)
     recording.keep(task, ctx, request, states.FAILURE, exc=exc)
     raise TaskFailed.of(exc)
 
@@ -248,4 +290,4 @@ def middleware(ctx: JobContext, call_next: CallNext) -> Any:
 
 
 __all__ = ["CeleryJob", "ExceptionInfo", "Replaced", "TaskFailed", "TaskRejected", "hostname", "job_class",
-           "middleware", "run", "send_retry", "worker_request"]
+           "middleware", "rebind", "run", "send_retry", "worker_request"]

@@ -39,6 +39,11 @@ class NeedsTwo(Exception):
         super().__init__(code, text)
 
 
+class NeedsKeyword(Exception):
+    def __init__(self, *, code: int) -> None:
+        super().__init__(f"code {code}")
+
+
 @pytest.fixture(params=["memory", "sqlite"])
 def app(request: pytest.FixtureRequest, make_app: Callable[..., Celery], tmp_path: Path) -> Celery:
     if request.param == "memory":
@@ -91,14 +96,21 @@ def test_a_failure_is_raised_again_with_the_tasks_own_type(app: Celery) -> None:
 def test_a_type_that_cannot_be_built_again_gets_a_stand_in_naming_it(app: Celery) -> None:
     @app.task
     def strict() -> None:
+        raise NeedsKeyword(code=7)
+
+    @app.task
+    def two() -> None:
         raise NeedsTwo(7, "seven")
 
-    result = strict.delay()
+    result, built = strict.delay(), two.delay()
     run(app)
     with pytest.raises(RemoteTaskError) as caught:
         result.get()
-    assert type(caught.value).__name__ == "NeedsTwo"
-    assert f"{__name__}.NeedsTwo" in str(caught.value) and "(7, 'seven')" in str(caught.value)
+    assert type(caught.value).__name__ == "NeedsKeyword"
+    assert f"{__name__}.NeedsKeyword" in str(caught.value) and "code 7" in str(caught.value)
+    with pytest.raises(NeedsTwo) as again:  # several arguments: built again from them, as Celery keeps them
+        built.get()
+    assert again.value.args == (7, "seven")
 
 
 def test_get_raises_the_timeout_error_and_never_hangs(app: Celery) -> None:

@@ -63,7 +63,9 @@ def test_a_chord_of_fifty_fails_once_or_joins_once(tmp_path: Path, store: dict[s
         failing = chord([project.square.s(i, fail_at=17) for i in range(50)],
                         project.collect.s()).on_error(project.chord_failed.s()).apply_async()
         with pytest.raises(ChordError, match=r"raised ValueError\('square 17 failed'\)"):
-            failing.get(timeout=60)
+            failing.get(timeout=60, follow_parents=False)
+        with pytest.raises(ValueError, match="square 17 failed"):
+            failing.get(timeout=5)  # the failed header task's error, through the parent, as in Celery
         joined = chord([project.square.s(i) for i in range(50)], project.collect.s()).apply_async()
         assert joined.get(timeout=60) == sum(i * i for i in range(50))
         worker.wait_for(lambda ev: len(of(ev, "square")) == 100 and of(ev, "chord_failed"), "every header task")
