@@ -39,8 +39,6 @@ log = logging.getLogger("jobbridge.compat")
 
 # Task decorator options that mean something else on jobbridge, or cannot be honoured.
 _TASK_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "rate_limit": (lambda v: v is None, "rate limits are not provided yet; give the task a queue of its "
-                   "own (queue='slow') and run that queue with few threads (jobbridge worker -Q slow -c 1)"),
     "priority": (lambda v: v is None, "jobbridge orders work by queue, not by message priority; route "
                  "urgent tasks to a queue the worker lists first (queue='high')"),
     "serializer": (lambda v: v is None or str(v).lower() in ("json", "application/json"),

@@ -30,6 +30,7 @@ from jobbridge.errors import (
 from jobbridge.execution import Middleware
 from jobbridge.job import Job, JobOptions, job
 from jobbridge.outcome import AcknowledgeJob, FailJob, ReleaseJob, WorkStats
+from jobbridge.rate_limits import RateLimit
 from jobbridge.settings import ConnectionSettings, Settings
 
 __version__ = "0.1.0"
@@ -62,6 +63,7 @@ __all__ = [
     "PayloadEncodeError",
     "PayloadTooLarge",
     "QueueCounts",
+    "RateLimit",
     "RefusedSetting",
     "ReleaseJob",
     "Reservation",

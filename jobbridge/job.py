@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, dataclass_transform
 
 from jobbridge.backoff import DEFAULT_BACKOFF, Backoff
 from jobbridge.errors import JobDefinitionError
+from jobbridge.rate_limits import RateLimit, RateValue, as_rate_limit
 
 if TYPE_CHECKING:
     from jobbridge.context import JobContext
@@ -38,6 +39,8 @@ class JobOptions:
     store_result: bool = False
     track_started: bool = False
     result_ttl: float | None = None
+    #: how often jobs of this type may start (jobbridge.rate_limits); None: no limit
+    rate_limit: RateLimit | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -73,6 +76,7 @@ class Job:
         store_result: bool = False,
         track_started: bool = False,
         result_ttl: float | None = None,
+        rate_limit: RateLimit | RateValue | None = None,
         abstract: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -95,6 +99,7 @@ class Job:
             store_result=store_result,
             track_started=track_started,
             result_ttl=result_ttl,
+            rate_limit=as_rate_limit(rate_limit),
         )
 
     def handle(self, ctx: JobContext) -> Any:
@@ -130,6 +135,7 @@ def job(
     store_result: bool = False,
     track_started: bool = False,
     result_ttl: float | None = None,
+    rate_limit: RateLimit | RateValue | None = None,
 ) -> Callable[[type[J]], type[J]]:
     """Make a plain class with a ``handle(self, ctx)`` method a job, as if it subclassed `Job`."""
 
@@ -144,6 +150,7 @@ def job(
             name=name or f"{cls.__module__}.{cls.__qualname__}",
             queue=queue, tries=tries, timeout=timeout, backoff=backoff, unique_for=unique_for,
             store_result=store_result, track_started=track_started, result_ttl=result_ttl,
+            rate_limit=rate_limit,
         )
         return made
 

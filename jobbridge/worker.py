@@ -36,6 +36,7 @@ from jobbridge.errors import DriverError
 from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome, WorkStats
 from jobbridge.pool import Pool
+from jobbridge.rate_gate import RateGate
 from jobbridge.settling import Settler
 from jobbridge.worker_lifecycle import REPLACE_EXIT_CODE as REPLACE_EXIT_CODE
 from jobbridge.worker_lifecycle import STOPPED_AT_ONCE_EXIT_CODE as STOPPED_AT_ONCE_EXIT_CODE
@@ -70,6 +71,8 @@ class WorkerOptions:
     stop_when_empty: bool = False  # drain what is available now, then exit
     connection: str | None = None
     hostname: str = field(default_factory=socket.gethostname)
+    #: the file the processes of one ``--processes N`` command keep their rate limits in (the supervisor's)
+    rate_limit_file: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "queues", tuple(self.queues))
@@ -115,12 +118,18 @@ class Worker:
         self._backoff_until = 0.0
         self._avg_ms = PREFETCH_MS * 10  # assume slow jobs until some have run
         self._next_beat = self._next_reclaim = 0.0
+        #: when (``monotonic``) the loop last came round; a liveness file is touched only while it does
+        self.last_loop = monotonic()
+        self.gate = RateGate.for_worker(bridge.registry, self.driver, lease=self.lease, monotonic=monotonic,
+                                        store=self._store, file=self.options.rate_limit_file,
+                                        ends_by_itself=self.options.once or self.options.stop_when_empty)
 
     # -- life cycle --------------------------------------------------------------------------
 
     def run(self) -> WorkStats:
         """Work until stopped (or --once / --max-jobs / --stop-when-empty); returns what was done."""
         self.bridge.settings.check_reservations()
+        self.gate.check(self.connection, self.bridge.settings.connection(self.connection).driver)
         pool = Pool(self.options.concurrency, self.executor.run, self._finished)
         watchdog = self.executor.watchdog
         watchdog.listeners.append(self._on_stuck)
@@ -158,6 +167,11 @@ class Worker:
     def replace_process(self) -> bool:
         """An attempt got stuck: the process must be replaced."""
         return self.lifecycle.replace_process
+
+    @property
+    def held(self) -> int:
+        """How many reservations this worker holds now (running, or reserved ahead of its threads)."""
+        return len(self._held)
 
     @property
     def stopped_at_once(self) -> bool:
@@ -214,8 +228,11 @@ class Worker:
         self._next_reclaim = self.monotonic()  # reclaim at once: a dead worker's jobs come back now
         while not self.lifecycle.stopping:
             self._wake.clear()
+            self.last_loop = self.monotonic()
             if self.lifecycle.draining:
                 self._announce_stop()
+                if not (self.options.once or self.options.stop_when_empty):
+                    self.gate.hand_back_all(self._hand_back)  # a stopping worker starts no waiting job
                 if not self._busy():
                     return
             backoff = self._backoff_until - self.monotonic()
@@ -224,6 +241,7 @@ class Worker:
                 continue
             self._settle()
             self._timers()
+            self.gate.start_due(pool.submit, self._hand_back)
             room = self._room()
             if not self.lifecycle.running or room <= 0:
                 if self.lifecycle.running or self._busy():
@@ -243,8 +261,9 @@ class Worker:
         for res in got:
             self._held[res.id] = res
             self._renewed[res.id] = asked
-            pool.submit(res)
-        self.lifecycle.took(len(got), held=len(self._held))  # the budget spent, or the drain done, ends the run
+        self.gate.admit(got, pool.submit, self._hand_back)  # a rate-limited job may wait for its turn
+        taken = sum(1 for res in got if res.id in self._held)  # a job handed back unstarted was not taken
+        self.lifecycle.took(taken, held=len(self._held))  # the budget spent, or the drain done, ends the run
         if got or not self.lifecycle.running:
             return
         if self.lifecycle.drains:
@@ -259,7 +278,7 @@ class Worker:
         `MAX_AHEAD` x concurrency jobs, none once attempts average `PREFETCH_MS` x 5);
         they are renewed by the heartbeat like running ones and run before a graceful stop.
         """
-        size, held = self.options.concurrency, len(self._held)
+        size, held = self.options.concurrency, len(self._held) - self.gate.waiting  # waiting: no thread
         ahead = int(size * min(MAX_AHEAD, PREFETCH_MS / self._avg_ms)) if self._avg_ms < PREFETCH_MS * 5 else 0
         # with jobs ahead, let the threads work the batch down to their number before reserving more
         return self.lifecycle.room(0 if ahead and held > size else size + ahead - held)
@@ -277,7 +296,7 @@ class Worker:
         due = min(self._next_beat, self._next_reclaim)
         if self._settler.pending:
             due = min(due, self._backoff_until)
-        return max(0.0, due - self.monotonic())
+        return min(max(0.0, due - self.monotonic()), self.gate.until_due())
 
     def _finished(self, outcome: Outcome) -> None:
         """From a pool thread: hand the outcome to the loop."""
@@ -298,6 +317,19 @@ class Worker:
                 self._settler.add(outcome)
         for outcome in self._settler.settle(self._still_ours):
             self._let_go(outcome)
+
+    def _hand_back(self, res: Reservation, delay: float) -> bool:
+        """A rate-limited job that did not start goes back to the store, its attempt uncounted."""
+        def hand_back() -> bool:
+            self.driver.hand_back(res, delay)
+            return True
+
+        if self._store("hand back", hand_back) is None:
+            return False
+        self._held.pop(res.id, None)
+        self._renewed.pop(res.id, None)
+        self._lost.discard(res.id)
+        return True
 
     def _still_ours(self, job_id: str) -> bool:
         """Whether the lease of ``job_id`` lasts yet, by this process's monotonic clock (never the wall clock)."""

@@ -64,8 +64,6 @@ _NO_CONTROL = "jobbridge has no remote control or Celery events: workers are wat
 _EVENTS = "remove it; to watch workers use jobbridge status, and to react to tasks use the signals"
 _PRIORITY = ("jobbridge orders work by queue, not by message priority: route urgent tasks to a queue the "
              "worker lists first (apply_async(queue='high'); jobbridge worker -Q high,celery)")
-_RATE = ("rate limits are not provided: give a rate-limited task a queue of its own (queue='slow') and "
-         "run that queue with few threads (jobbridge worker -Q slow -c 1)")
 _BEAT_STATE = ("each entry's last fired tick is kept in the store, beside the jobs, and advanced in the same step "
                "as the push of the tick's task, so there is no schedule file to name or to sync")
 _SECURITY = ("remove it: message signing is not provided; restrict who may write to the store "
@@ -245,8 +243,13 @@ _add(Rule("accept", _NO_CONTROL, _EVENTS, _empty), """
 worker_send_task_events CELERY_SEND_EVENTS
 task_send_sent_event CELERY_SEND_TASK_SENT_EVENT
 """)
-_add(Rule("accept", "rate limits are refused, so there is nothing to disable"), """
+_add(Rule("honour", "True: workers start every task as soon as they can, whatever its rate_limit "
+          "(docs/rate-limits.md)"), """
 worker_disable_rate_limits CELERY_DISABLE_RATE_LIMITS
+""")
+_add(Rule("honour", "the rate_limit of every task that sets none, enforced per worker as Celery does "
+          "(docs/rate-limits.md)"), """
+task_default_rate_limit CELERY_DEFAULT_RATE_LIMIT
 """)
 
 # -- refused unless harmless ---------------------------------------------------------------------
@@ -254,9 +257,6 @@ _add(Rule("refuse", "jobbridge has no per-message priority", _PRIORITY, _empty),
 task_default_priority CELERY_DEFAULT_PRIORITY
 task_queue_max_priority CELERY_QUEUE_MAX_PRIORITY
 task_inherit_parent_priority CELERY_INHERIT_PARENT_PRIORITY
-""")
-_add(Rule("refuse", "a worker-wide default rate limit is not provided", _RATE, _empty), """
-task_default_rate_limit CELERY_DEFAULT_RATE_LIMIT
 """)
 _add(Rule("refuse", "annotations are not provided",
           "write the options on the task: @app.task(max_retries=..., time_limit=...)", _empty), """

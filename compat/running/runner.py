@@ -142,7 +142,30 @@ def job_class(task: TaskPort) -> type[CeleryJob]:
     namespace = {"__module__": __name__, "__qualname__": f"CeleryJob[{task.name}]", "celery_task": task}
     return type(f"CeleryJob[{task.name}]", (CeleryJob,), namespace, name=task.name,
                 queue=task.queue or "celery", tries=tries_for(task), timeout=NO_TIME_LIMIT,
-                **recording.result_options(task))
+                rate_limit=rate_limit_of(task), **recording.result_options(task))
+
+
+def rate_limit_of(task: TaskPort) -> Any:
+    """The task's ``rate_limit`` (else ``task_default_rate_limit``), none with ``worker_disable_rate_limits``.
+
+    A string or number as Celery reads it (``"10/m"``, ``5``), or a jobbridge ``RateLimit``
+    for a limit shared by every worker.
+    """
+    conf = task.app.conf
+    if conf["worker_disable_rate_limits"]:
+        return None
+    own = getattr(task, "rate_limit", None)
+    return own if own is not None else conf["task_default_rate_limit"]
+
+
+def rebind(job: type[CeleryJob], task: TaskPort) -> None:
+    """``register_task`` of a new instance under a registered name: the job class runs it from now on.
+
+    The class stays the one the app's JobBridge knows (a name has one class for ever), so
+    an app already in use takes the new instance, with its options, as Celery's does.
+    """
+    job.options = job_class(task).options
+    job.celery_task = task
 
 
 def worker_request(task: TaskPort, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Request:

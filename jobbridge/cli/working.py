@@ -146,6 +146,10 @@ def _worker_options(args: WorkerArgs, bridge: JobBridge) -> WorkerOptions:
         stop_when_empty=args.stop_when_empty,
         connection=args.connection,
         hostname=hostname(args.hostname),
+        # the children of one --processes N command keep one set of per-worker rate limits, in a file
+        # of the supervisor's own directory (beside their stats files)
+        rate_limit_file=(os.path.join(os.path.dirname(args.stats_file), "rate-limits")
+                         if args.supervised is not None and args.stats_file else None),
     )
 
 

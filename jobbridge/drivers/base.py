@@ -162,6 +162,16 @@ class Driver(Protocol):
         """The attempt failed with tries left: available again after ``delay`` seconds."""
         ...
 
+    def hand_back(self, reservation: Reservation, delay: float) -> None:
+        """The job was not started: available again after ``delay`` seconds, as if never reserved.
+
+        Its attempt count goes back to what it was before this reservation, so that
+        a job that waited (its rate limit had no turn for it, jobbridge.rate_gate)
+        never spends a try on it. A stale receipt (the lease lapsed and the job was
+        reclaimed, or it was settled) changes nothing.
+        """
+        ...
+
     def fail(self, reservation: Reservation, error: str) -> None:
         """Move the job to the failed store (``failed``) with ``error``."""
         ...

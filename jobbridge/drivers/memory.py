@@ -17,9 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Capabilities, FailedFilter
+from jobbridge.drivers.memory_ages import MemoryAges
 from jobbridge.drivers.memory_schedules import MemorySchedules
+from jobbridge.drivers.memory_workers import MemoryWorkers
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
+from jobbridge.rate_limits import LocalBuckets
 from jobbridge.setting_schema import RESERVATION, DriverSchema
 
 if TYPE_CHECKING:
@@ -65,7 +68,10 @@ class MemoryDriver:
         self._seq = 0
         self.failed = MemoryFailedStore(self._cond, clock, self._put_back)
         self.locks = MemoryLocks(self._cond, clock)
+        self.rate_buckets = LocalBuckets(clock.now, shared=True)  # one process: shared by all it runs
         self.schedules = MemorySchedules(self)
+        self.workers = MemoryWorkers(clock)
+        self.ages = MemoryAges(self)
 
     def _enqueue(self, row: _Row, available_at: float) -> None:
         # A heap entry is valid only while its version matches the row's, so a
@@ -135,6 +141,14 @@ class MemoryDriver:
             row = self._held(reservation)
             if row is not None:
                 self._enqueue(row, self.clock.now() + delay)
+                self._cond.notify_all()
+
+    def hand_back(self, reservation: Reservation, delay: float) -> None:
+        with self._cond:
+            row = self._held(reservation)
+            if row is not None:
+                row.envelope = row.envelope.replace(attempts=max(0, row.envelope.attempts - 1))
+                self._enqueue(row, self.clock.now() + max(delay, 0.0))
                 self._cond.notify_all()
 
     def fail(self, reservation: Reservation, error: str) -> None:

@@ -246,6 +246,13 @@ class SqsDriver:
 
     def release(self, reservation: Reservation, delay: float) -> None:
         """Re-send the envelope (attempts so far, available after ``delay``), then delete the received one."""
+        self._send_again(reservation, delay, reservation.envelope.attempts)
+
+    def hand_back(self, reservation: Reservation, delay: float) -> None:
+        """As `release`, with the attempts before this receive: the job never started."""
+        self._send_again(reservation, delay, max(0, reservation.envelope.attempts - 1))
+
+    def _send_again(self, reservation: Reservation, delay: float, attempts: int) -> None:
         if not self._still_held(reservation):
             return
         receipt: Receipt = reservation.receipt
@@ -253,7 +260,8 @@ class SqsDriver:
         if reservation.decode_error is not None:
             body = reservation.body.decode("utf-8", errors="replace")
         else:
-            body = reservation.envelope.replace(available_at=now + max(0.0, delay)).encode().decode()
+            env = reservation.envelope.replace(available_at=now + max(0.0, delay), attempts=attempts)
+            body = env.encode().decode()
         send(self.client, receipt.url, [self._entry(body, delay)])
         delete(self.client, receipt.url, [receipt.handle])
 

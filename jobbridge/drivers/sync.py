@@ -79,6 +79,9 @@ class SyncDriver:
     def release(self, reservation: Reservation, delay: float) -> None:
         """Nothing is ever reserved."""
 
+    def hand_back(self, reservation: Reservation, delay: float) -> None:
+        """Nothing is ever reserved."""
+
     def fail(self, reservation: Reservation, error: str) -> None:
         """Nothing is ever reserved."""
 

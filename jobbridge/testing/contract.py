@@ -160,6 +160,35 @@ class DriverContract(ContractHelpers):
         driver.release(self.reserve_one(driver), 0)
         assert self.reserve_one(driver).attempt == 2
 
+    def test_hand_back_counts_no_attempt(self, driver: Driver, clock: FixedClock) -> None:
+        # a job that waited for its rate limit's turn never started: handing it back spends no try
+        self.push(driver, clock)
+        first = self.reserve_one(driver)
+        assert first.attempt == 1
+        driver.hand_back(first, 10)
+        assert driver.reserve(["default"], 1) == []
+        assert pending(driver, "default") == 1
+        clock.advance(11)
+        again = self.reserve_one(driver)
+        assert again.id == first.id and again.attempt == 1
+        driver.hand_back(again, 0)
+        third = self.reserve_one(driver)
+        assert third.attempt == 1
+        driver.release(third, 0)  # a real attempt after it counts as before
+        assert self.reserve_one(driver).attempt == 2
+
+    def test_a_stale_hand_back_changes_nothing(self, driver: Driver, clock: FixedClock) -> None:
+        self.push(driver, clock)
+        stale = self.reserve_one(driver)
+        clock.advance(self.RESERVATION + 1)
+        assert driver.reclaim_expired() == 1
+        fresh = self.reserve_one(driver)
+        driver.hand_back(stale, 0)
+        assert driver.reserve(["default"], 1) == []
+        assert [r.id for r in driver.extend([fresh], self.RESERVATION)] == [fresh.id]
+        driver.acknowledge([fresh])
+        assert pending(driver, "default") == 0
+
     def test_extend_keeps_a_running_job_reserved(self, driver: Driver, clock: FixedClock) -> None:
         self.push(driver, clock)
         res = self.reserve_one(driver)

@@ -342,7 +342,7 @@ def test_migrate_twice_is_harmless_and_records_the_version(driver: DatabaseDrive
     driver.push([make_envelope(clock)])
     driver.migrate()
     driver.migrate()
-    assert recorded_version(driver.engine) == SCHEMA_VERSION == 3
+    assert recorded_version(driver.engine) == SCHEMA_VERSION == 4
     with driver.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(schema_versions)).scalar_one() == 1
     assert pending(driver, "default") == 1
@@ -357,7 +357,7 @@ def test_a_newer_schema_is_refused(driver: DatabaseDriver) -> None:
 
 def test_metadata_names_the_fixed_tables() -> None:
     assert set(metadata.tables) == {"jobbridge_jobs", "jobbridge_failed_jobs", "jobbridge_locks",
-                                    "jobbridge_schedules", "jobbridge_schema"}
+                                    "jobbridge_schedules", "jobbridge_rate_buckets", "jobbridge_schema"}
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.database import failed, migrations, purge
 from jobbridge.drivers.database.after_fork import reset_after_fork
+from jobbridge.drivers.database.ages import DatabaseAges
 from jobbridge.drivers.database.claims import ClaimedRow, claim_for, reservation_of
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, build_engine, describe, parse_url
 from jobbridge.drivers.database.failures import read_transaction, translated, write_transaction
@@ -51,10 +52,12 @@ from jobbridge.drivers.database.joined import joined_connection
 from jobbridge.drivers.database.limits import encoded, max_message_bytes, packet_limit
 from jobbridge.drivers.database.locks import LockStore
 from jobbridge.drivers.database.notify import notify
+from jobbridge.drivers.database.rate_buckets import RateBuckets
 from jobbridge.drivers.database.schedules import DatabaseSchedules
 from jobbridge.drivers.database.schema import jobs
 from jobbridge.drivers.database.server_clock import server_clock
 from jobbridge.drivers.database.settings import Timeouts
+from jobbridge.drivers.database.workers import DatabaseWorkers
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 
 if TYPE_CHECKING:
@@ -66,6 +69,10 @@ log = logging.getLogger("jobbridge.drivers.database")
 _PUSHED = ("id", "queue", "name", "body", "attempts", "available_at", "created_at")
 _IS_HELD = (jobs.c.id == bindparam("job_id")) & (jobs.c.token == bindparam("held_token"))
 _RELEASE = update(jobs).where(_IS_HELD).values(token=None, reserved_until=None, available_at=bindparam("due"))
+# a job that never started (its rate limit had no turn): back, and the claim's added attempt taken off
+_HAND_BACK = update(jobs).where(_IS_HELD).values(
+    token=None, reserved_until=None, available_at=bindparam("due"),
+    attempts=case((jobs.c.attempts > 0, jobs.c.attempts - 1), else_=jobs.c.attempts))
 _FORGET = delete(jobs).where(_IS_HELD)
 # locks the held row (SQLite: the write lock is held already) until it is copied and deleted
 _HOLDS = select(jobs.c.id).where(_IS_HELD).with_for_update()
@@ -112,8 +119,11 @@ class DatabaseDriver:
             blocking_reserve=self.dialect == POSTGRESQL, max_message_bytes=self.max_message_bytes,
         )
         self.failed = failed.FailedStore(self.engine, self.dialect, self.clock)
+        self.rate_buckets = RateBuckets(self.engine, self.dialect, self.clock)
         self.locks = LockStore(self.engine, self.dialect, self.clock, self._joined)
         self.schedules = DatabaseSchedules(self)
+        self.workers = DatabaseWorkers(self)
+        self.ages = DatabaseAges(self)
         self._claim = claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
         self._returning = self.dialect != MYSQL  # MariaDB has no UPDATE ... RETURNING
@@ -237,6 +247,16 @@ class DatabaseDriver:
                 self._notify(conn, [reservation.envelope.queue])
 
         self._write("release a job", release)
+
+    def hand_back(self, reservation: Reservation, delay: float) -> None:
+        job_id, token = reservation.receipt
+        params = {"job_id": job_id, "held_token": token, "due": self.clock.now() + max(delay, 0.0)}
+
+        def hand_back(conn: Connection) -> None:
+            if conn.execute(_HAND_BACK, params).rowcount and delay <= 0:
+                self._notify(conn, [reservation.envelope.queue])
+
+        self._write("hand back a job", hand_back)
 
     def fail(self, reservation: Reservation, error: str) -> None:
         job_id, token = reservation.receipt

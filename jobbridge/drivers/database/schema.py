@@ -26,8 +26,9 @@ from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 
 #: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change:
 #: 1 the jobs, failed jobs, locks and schema tables; 2 adds ``jobbridge_schedules``; 3 adds the
-#: failed store's per-queue and per-name indexes (``jobbridge failed --queue/--job``)
-SCHEMA_VERSION = 3
+#: failed store's per-queue and per-name indexes (``jobbridge failed --queue/--job``); 4 adds
+#: ``jobbridge_rate_buckets`` (shared rate limits)
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -98,6 +99,16 @@ schedules = Table(
     Column("last_tick", TIME, nullable=False),
     Column("job_id", String(36), nullable=True),
     Column("fired_at", TIME, nullable=False),
+    **MYSQL_TABLE,
+)
+
+# a shared rate limit's bucket: its theoretical arrival time, in the server's clock
+# (jobbridge.drivers.database.rate_buckets)
+rate_buckets = Table(
+    "jobbridge_rate_buckets",
+    metadata,
+    Column("key", String(191), primary_key=True),
+    Column("tat", TIME, nullable=False),
     **MYSQL_TABLE,
 )
 

@@ -253,12 +253,19 @@ class KafkaDriver:
         self.reader.settled(r.spot for r in receipts)
 
     def release(self, reservation: Reservation, delay: float) -> None:
+        self._send_again(reservation, delay, reservation.envelope.attempts)
+
+    def hand_back(self, reservation: Reservation, delay: float) -> None:
+        """As `release`, with the attempts before this delivery: the job never started."""
+        self._send_again(reservation, delay, max(0, reservation.envelope.attempts - 1))
+
+    def _send_again(self, reservation: Reservation, delay: float, attempts: int) -> None:
         receipt: Receipt = reservation.receipt
         due = self.clock.now() + max(delay, 0.0)
         if reservation.decode_error is not None:
             body = reservation.body
         else:
-            body = reservation.envelope.replace(available_at=due).encode()
+            body = reservation.envelope.replace(available_at=due, attempts=attempts).encode()
         row = Delayed(new_id(), self.queue_of(receipt.spot.topic), due, reservation.id, body)
         held = self.store.release(receipt.held, row)
         self.reader.settled([receipt.spot])

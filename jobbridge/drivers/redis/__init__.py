@@ -13,6 +13,8 @@ Keys, all under ``prefix`` (default ``jobbridge:``)::
     {prefix}failed:{id}      hash        a failed job: queue, name, attempts, error, failed_at, body
     {prefix}lock:{key}       string      a unique-job lock: "<owner>|<expires_at>", with PX
     {prefix}schedules        hash        schedule entry -> "<last tick>|<job id>|<fired at>" (`schedules`)
+    {prefix}workers          hash        worker process id -> its heartbeat record, JSON (`workers`)
+    {prefix}workers:beats    sorted set  worker process ids scored by last heartbeat (Redis's clock)
 
 Settings: `jobbridge.drivers.redis.settings` declares them (``SCHEMA``: each key's
 type, bounds and default, and the keys refused with what to write instead).

@@ -23,15 +23,18 @@ from jobbridge import limits
 from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of, store_clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.redis import entries
+from jobbridge.drivers.redis.ages import RedisAges
 from jobbridge.drivers.redis.connection import MAX_BLOCK_SECONDS, as_text, connect, redacted, translated
 from jobbridge.drivers.redis.entries import Receipt
 from jobbridge.drivers.redis.eviction import check_eviction_policy
 from jobbridge.drivers.redis.failed import FailedStore
 from jobbridge.drivers.redis.keys import CONSUMER, GROUP, Keys
 from jobbridge.drivers.redis.locks import LockStore
+from jobbridge.drivers.redis.rate_buckets import RateBuckets
 from jobbridge.drivers.redis.schedules import RedisSchedules
 from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.drivers.redis.settings import RedisSettings
+from jobbridge.drivers.redis.workers import RedisWorkers
 from jobbridge.envelope import Envelope, QueueCounts, Reservation
 from jobbridge.errors import DriverError
 
@@ -79,7 +82,10 @@ class RedisDriver:
         self.scripts = Scripts.register(self.client)
         self.failed = FailedStore(self.client, self.keys, self.scripts, self.clock)
         self.locks = LockStore(self.client, self.keys, self.scripts, self.clock)
+        self.rate_buckets = RateBuckets(self.client, self.keys)
         self.schedules = RedisSchedules(self)
+        self.workers = RedisWorkers(self)
+        self.ages = RedisAges(self)
 
     def _server_time(self) -> float:
         """Redis's clock (``TIME``): the one clock every worker on this server shares."""
@@ -191,12 +197,18 @@ class RedisDriver:
             self.scripts.acknowledge(keys, [GROUP, len(index), *index, *pairs])
 
     def release(self, reservation: Reservation, delay: float) -> None:
+        self._put_back(reservation, delay, added=1)
+
+    def hand_back(self, reservation: Reservation, delay: float) -> None:
+        self._put_back(reservation, delay, added=0)  # never started: the stored count stays
+
+    def _put_back(self, reservation: Reservation, delay: float, *, added: int) -> None:
         receipt: Receipt = reservation.receipt
         delay = limits.release_delay(delay)  # never nan, never beyond a year: a score Redis takes
         due = "" if delay <= 0 else repr(self.clock.now() + delay)
         keys = [self.keys.leases, self.keys.stream(receipt.queue), self.keys.delayed(receipt.queue)]
         with translated():
-            self.scripts.release(keys, [receipt.member, receipt.entry_id, GROUP, due])
+            self.scripts.release(keys, [receipt.member, receipt.entry_id, GROUP, due, added])
 
     def fail(self, reservation: Reservation, error: str) -> None:
         receipt: Receipt = reservation.receipt
