@@ -357,7 +357,8 @@ def test_a_newer_schema_is_refused(driver: DatabaseDriver) -> None:
 
 def test_metadata_names_the_fixed_tables() -> None:
     assert set(metadata.tables) == {"jobbridge_jobs", "jobbridge_failed_jobs", "jobbridge_locks",
-                                    "jobbridge_schedules", "jobbridge_rate_buckets", "jobbridge_schema"}
+                                    "jobbridge_schedules", "jobbridge_rate_buckets", "jobbridge_workers",
+                                    "jobbridge_schema"}
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

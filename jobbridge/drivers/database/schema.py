@@ -112,6 +112,18 @@ rate_buckets = Table(
     **MYSQL_TABLE,
 )
 
+# one row per live (or lately live) worker process, replaced by each of its heartbeats
+# (jobbridge.drivers.database.workers); body is the record as JSON
+workers = Table(
+    "jobbridge_workers",
+    metadata,
+    Column("id", String(191), primary_key=True),
+    Column("last_beat", TIME, nullable=False),
+    Column("body", ERROR_TEXT, nullable=False),
+    Index("jobbridge_workers_last_beat", "last_beat"),
+    **MYSQL_TABLE,
+)
+
 schema_versions = Table(
     "jobbridge_schema",
     metadata,
