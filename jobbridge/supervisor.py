@@ -55,12 +55,15 @@ class Supervisor:
     """Keeps ``processes`` children running ``command`` until stopped, or until they all finish."""
 
     def __init__(self, command: Sequence[str], processes: int, *, recycle: bool = False,
-                 replace_stuck: bool = True, out: Callable[[str], None] = print) -> None:
+                 replace_stuck: bool = True, out: Callable[[str], None] = print,
+                 on_exit: Callable[[int], None] | None = None) -> None:
         self.command = list(command)
         self.processes = processes
         self.recycle = recycle
         self.replace_stuck = replace_stuck
         self.out = out
+        #: called with a child's pid once it has exited (metrics drop its live gauges)
+        self.on_exit = on_exit
         self.stats = WorkStats()
         self._children: dict[int, _Child] = {}
         self._due: dict[int, float] = {}  # slot -> when to start it again
@@ -121,6 +124,8 @@ class Supervisor:
                 continue
             del self._children[slot]
             self._collect(child)
+            if self.on_exit is not None:
+                self.on_exit(child.proc.pid)
             self._decide(child, code)
 
     def _collect(self, child: _Child) -> None:

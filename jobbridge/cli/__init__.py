@@ -6,6 +6,7 @@ One module per family of commands:
 - `store`: ``status`` (``--json``, ``--watch``), ``migrate``, ``reclaim``;
 - `failures`: ``failed`` (and ``failed show ID``), ``retry``, ``flush``;
 - `operator`: ``enqueue``, ``purge``;
+- `monitoring`: ``workers``, ``ping`` (live workers, from their heartbeats);
 - ``scheduler`` and ``schedules``, added by `jobbridge.scheduling.commands`;
 - `beat`: ``beat``, the scheduler alone with Celery's beat options;
 - ``demo``, here.
@@ -29,6 +30,7 @@ from jobbridge import __version__
 from jobbridge.cli.beat import beat
 from jobbridge.cli.celery_options import CELERY_REFUSED
 from jobbridge.cli.failures import failed, flush, retry
+from jobbridge.cli.monitoring import ping, workers
 from jobbridge.cli.operator import enqueue, purge
 from jobbridge.cli.options import load_bridge
 from jobbridge.cli.store import migrate, reclaim, status
@@ -81,7 +83,8 @@ def demo(path: str | None, jobs: int) -> None:
     sys.exit(module.main(path=path, jobs=jobs))
 
 
-for _command in (worker, beat, enqueue, purge, failed, retry, flush, status, migrate, reclaim, demo):
+for _command in (worker, beat, enqueue, purge, failed, retry, flush, status, migrate, reclaim, workers, ping,
+                 demo):
     cli.add_command(_command)
 add_commands(cli, load_bridge, configure_logging)
 

@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from jobbridge.app import JobBridge
+from jobbridge.cli.monitoring import unworked_queues
 from jobbridge.drivers.base import Driver
 from jobbridge.worker_process import worked_queues
 
@@ -48,6 +49,8 @@ def snapshot(bridge: JobBridge, driver: Driver, connection: str | None) -> dict[
         "queues": queues,
         "failed": driver.failed.count(),
         "capabilities": capabilities,
+        # queues whose jobs wait with no live worker on them (null: the store keeps no worker registry)
+        "unworked": unworked_queues(bridge, conn.name, queues),
     }
 
 
@@ -69,6 +72,9 @@ def render(data: dict[str, Any]) -> str:
     caps = data["capabilities"]
     shown = (f"{key.replace('_', ' ')}: {_answer(value)}" for key, value in caps.items())
     lines.append("capabilities " + ", ".join(shown))
+    if data.get("unworked"):
+        lines.append(f"WARNING      jobs wait on {', '.join(data['unworked'])}, and no live worker works "
+                     "it: start one with -Q naming it (jobbridge workers lists those alive)")
     if caps["may_lose_an_accepted_job"]:
         lines.append(f"WARNING      the {data['driver']} driver may lose a job it has accepted (a crash before it "
                      "persisted, memory eviction); where every job must survive, use the database driver")

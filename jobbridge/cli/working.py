@@ -22,6 +22,7 @@ from jobbridge import signals
 from jobbridge.app import JobBridge
 from jobbridge.cli.celery_options import REFUSED_NAMES, check_scheduler, refused_celery_options
 from jobbridge.cli.options import app_options
+from jobbridge.cli.worker_telemetry import Telemetry, telemetry_options
 from jobbridge.loading import load_app
 from jobbridge.scheduling.commands import running_beside
 from jobbridge.settings import Settings
@@ -55,6 +56,10 @@ class WorkerArgs:
     schedule: bool = False
     schedule_filename: str | None = None
     scheduler: str | None = None
+    metrics_port: int | None = None
+    metrics_host: str | None = None
+    health_file: str | None = None
+    metrics_dir: str | None = None
 
     def scheduler_options(self) -> dict[str, Any]:
         """What ``-B`` passes the scheduler's start (``scheduler_starting``): Celery's beat options given."""
@@ -98,6 +103,7 @@ class WorkerArgs:
                    "django_celery_beat.schedulers:DatabaseScheduler; any other is refused.")
 @click.option("--supervised", type=int, hidden=True)
 @click.option("--stats-file", hidden=True)
+@telemetry_options
 @refused_celery_options
 def worker(**kwargs: Any) -> None:
     """Run jobs: reserve them from the store, run them on threads, acknowledge them.
@@ -182,7 +188,8 @@ def _work(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
         click.echo(banner(worker, bridge, options))
     if not bridge.registry.names():
         log.warning("the app %s registers no job: every job this worker takes fails as unknown", args.app)
-    with running_beside(bridge, args.schedule and args.supervised is None, args.scheduler_options()):
+    with running_beside(bridge, args.schedule and args.supervised is None, args.scheduler_options()), \
+            Telemetry.of(args).beside_worker(bridge, worker, supervised=args.supervised is not None):
         stats = worker.run()
     if args.stats_file:
         write_stats(args.stats_file, stats)
@@ -214,8 +221,10 @@ def _replace(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int
 def _supervise(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
     click.echo(banner(Worker(bridge, options), bridge, options))
     bridge.close()
-    supervisor = Supervisor(worker_command(str(args.app), options, args.loglevel), options.processes,
-                            recycle=bool(args.max_tasks_per_child), replace_stuck=not options.once,
-                            out=click.echo)
-    with running_beside(bridge, args.schedule, args.scheduler_options()):
-        return supervisor.run()
+    with Telemetry.of(args).beside_supervisor(bridge, options) as telemetry:
+        supervisor = Supervisor([*worker_command(str(args.app), options, args.loglevel), *telemetry.extra],
+                                options.processes, recycle=bool(args.max_tasks_per_child),
+                                replace_stuck=not options.once, out=click.echo, on_exit=telemetry.on_exit)
+        telemetry.supervisor = supervisor
+        with running_beside(bridge, args.schedule, args.scheduler_options()):
+            return supervisor.run()

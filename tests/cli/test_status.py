@@ -27,7 +27,8 @@ def test_status_json_has_the_documented_fields(tmp_path: Path) -> None:
     ran = jobbridge("status", "-A", APP, "--json", env=_store(tmp_path))
     assert ran.returncode == 0, ran.stderr
     data = json.loads(ran.stdout)
-    assert set(data) == {"at", "store", "connection", "driver", "reservation", "queues", "failed", "capabilities"}
+    assert set(data) == {"at", "store", "connection", "driver", "reservation", "queues", "failed", "capabilities",
+                         "unworked"}
     assert (data["store"], data["connection"], data["driver"]) == (f"sqlite at {tmp_path / 'jobs.sqlite3'}",
                                                                   "database", "database")
     assert [q["queue"] for q in data["queues"]] == ["default", "mail", "reports", "orders"]

@@ -252,7 +252,9 @@ def test_status_shows_the_store_queues_failed_and_capabilities(store: Path) -> N
     assert row.split() == ["default", "4", "3", "1", "0"]
     assert "failed       1" in result.output
     assert "survives a restart: yes" in result.output
-    assert "WARNING" not in result.output
+    assert "may lose a job" not in result.output  # SQLite keeps what it accepted
+    # jobs are ready and no worker beats on the store
+    assert "WARNING      jobs wait on default, and no live worker works it" in result.output
 
 
 def test_status_says_plainly_when_the_store_may_lose_a_job() -> None:

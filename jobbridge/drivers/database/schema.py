@@ -27,7 +27,7 @@ from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 #: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change:
 #: 1 the jobs, failed jobs, locks and schema tables; 2 adds ``jobbridge_schedules``; 3 adds the
 #: failed store's per-queue and per-name indexes (``jobbridge failed --queue/--job``); 4 adds
-#: ``jobbridge_rate_buckets`` (shared rate limits)
+#: ``jobbridge_rate_buckets`` (shared rate limits) and ``jobbridge_workers`` (live workers' heartbeats)
 SCHEMA_VERSION = 4
 
 metadata = MetaData()
