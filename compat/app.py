@@ -24,6 +24,7 @@ from . import shared
 from .canvas import builtins
 from .canvas.signature import Signature
 from .config import settings
+from .config.setting_table import EVENT_SETTINGS
 from .exceptions import ImproperlyConfigured, RefusedFeature
 from .ports import AppPort
 from .request import current_task
@@ -85,7 +86,7 @@ class Celery:
         self._task_base: type[Task] | None = None
         self._task_cls: Any = task_cls or Task
         self.backend, self.control = ResultBackend(self), Control(self)
-        self.conf = settings.Conf(self._conf_changed)
+        self.conf = settings.Conf(self._conf_changed, namespace)
         self.on_configure = Signal("on_configure", propagate=True)
         self.on_after_configure = Signal("on_after_configure", propagate=True)
         self.on_after_finalize = Signal("on_after_finalize", propagate=True)
@@ -108,16 +109,15 @@ class Celery:
 
     def config_from_object(self, obj: Any, silent: bool = False, force: bool = False,
                            namespace: str | None = None) -> None:
-        """Read settings from an object, module or mapping (or its dotted path), each one classified."""
-        try:
-            source = settings.load_object(obj)
-        except (ImportError, AttributeError):
-            if silent:
-                return
-            raise
+        """Take settings from an object, module or mapping (or its dotted path), read when used, as Celery does.
+
+        Nothing is imported or classified here: a project's ``celery.py`` runs while Django
+        imports its settings, and a refused setting must not break that import. `Conf.check`
+        classifies the source when the app is first used for work (compat/config/setting_sources.py).
+        """
         if namespace is not None:
             self.namespace = namespace
-        self.conf.load(source, self.namespace)
+        self.conf.use_source(obj, self.namespace, silent)
 
     def config_from_envvar(self, variable_name: str, silent: bool = False, force: bool = False) -> None:
         module = os.environ.get(variable_name)
@@ -236,6 +236,7 @@ class Celery:
                 return
             self._finalized = True
             try:
+                self.conf.check()  # the first use for work: what the settings ask is refused now, or never
                 builtins.register(self)
                 self.on_configure.send(sender=self)
                 self.on_after_configure.send(sender=self, source=self.conf)
@@ -294,6 +295,10 @@ class Celery:
                 beat.declare(self, built, dict(self._periodic), with_settings=True)
                 self._bridge = built
             return self._bridge
+
+    def jobbridge_event_settings(self) -> list[str]:
+        """The Celery event settings this app turns on, which the worker names in one warning at its start."""
+        return [name for name in EVENT_SETTINGS if self.conf[name]]
 
     def jobbridge_options(self, *, middleware: Sequence[Middleware] = (), **kwargs: Any) -> None:
         """What the JobBridge is built with besides settings: ``clock``, ``container``, ``drivers``, middleware."""

@@ -34,6 +34,9 @@ class ConfPort(Protocol):
 
     def update(self, *mappings: Any, **kwargs: Any) -> None: ...
 
+    def check(self) -> None:
+        """Refuse, at the app's first use for work, what the configuration source asks and cannot be honoured."""
+
 
 class BackendPort(Protocol):
     """``app.backend`` (compat/results/backend.py): the result store as the facade uses it."""

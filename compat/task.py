@@ -154,6 +154,7 @@ class Task:
         self.check_arguments(*args, **kwargs)
         options.update({k: v for k, v in (("producer", producer), ("link", link), ("link_error", link_error),
                                           ("shadow", shadow)) if v is not None})
+        self.app.conf.check()  # the first dispatch: a refused setting of config_from_object's source says so
         if self.app.conf["task_always_eager"]:
             calling.check_options(self.name, options)
             return self.apply(args, kwargs, task_id=task_id or None, **options)

@@ -1,11 +1,20 @@
-"""Finding the app named by ``-A``: ``module:attr`` or ``module``, as ``celery -A`` does.
+"""Finding the app named by ``-A``, resolved in the order ``celery -A`` resolves it.
 
-For a bare ``module`` the attributes ``bridge``, ``app`` and ``celery`` are
-tried, then the module ``module.celery`` and its ``app`` (the layout Celery's
-documentation recommends). The object found may be a `JobBridge`, an object
-with a ``jobbridge_app()`` method returning one (the Celery facade's app), or
-a zero-argument callable returning one. The working directory is put on
-``sys.path`` first, so ``-A proj`` finds ``./proj`` as it does with Celery.
+``-A`` takes every spelling Celery's ``-A`` takes, and finds the same app:
+
+1. ``module:attr`` is that attribute of that module (``attr`` may be dotted);
+2. ``a.b.c`` is attribute ``c`` of module ``a.b`` when it has one (``-A worker.celery``:
+   module ``worker``, attribute ``celery``), else module ``a.b.c``;
+3. a module found so is searched: its ``bridge``, ``app`` and ``celery`` attributes,
+   then, for a package, its ``celery`` submodule searched the same way (``-A proj``
+   finds ``proj/celery.py``'s app), then any attribute holding an app (``-A
+   make_celery`` finds ``make_celery.celery_app``), then a ``bridge``, ``app`` or
+   ``celery`` function returning one.
+
+The object found may be a `JobBridge`, an object with a ``jobbridge_app()`` method
+returning one (the Celery facade's app), or a zero-argument callable returning one.
+The working directory is put on ``sys.path`` first, so ``-A proj`` finds ``./proj``
+as it does with Celery.
 
 In a Django project (Django installed, ``DJANGO_SETTINGS_MODULE`` set, by the
 environment or by the module ``-A`` names, as a project's ``celery.py`` does)
@@ -17,16 +26,25 @@ found runs each attempt with Django's connections looked after
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 from types import ModuleType
 from typing import Any
+
+import click
 
 from jobbridge.app import JobBridge
 from jobbridge.errors import ConfigurationError
 from jobbridge.integrations import adopt_django, setup_django
 
 MODULE_ATTRIBUTES = ("bridge", "app", "celery")
+#: set in the click context's ``meta`` by ``jobbridge worker -E`` (jobbridge/cli/celery_options.py)
+TASK_EVENTS_ASKED = "jobbridge.task_events_asked"
+NO_EVENTS = ("{asked}: no Celery events are sent (jobbridge workers publish no task or worker events, so Flower "
+             "and `celery events` show nothing); watch queues and workers with `jobbridge status` and "
+             "`jobbridge workers`, and react to tasks with the signals (docs/monitoring.md)")
+log = logging.getLogger("jobbridge.worker")
 
 
 class AppNotFound(ConfigurationError):
@@ -34,46 +52,85 @@ class AppNotFound(ConfigurationError):
 
 
 def load_app(spec: str) -> JobBridge:
-    """The `JobBridge` that ``spec`` (``module:attr`` or ``module``) names."""
+    """The `JobBridge` that ``spec`` (``module:attr``, ``module.attr`` or ``module``) names."""
     spec = spec.strip()
-    module_name, _, attr = spec.partition(":")
-    if not module_name:
+    if not spec or spec.startswith((":", ".")):
         raise AppNotFound(f"-A {spec!r}: give a module, as in -A myapp.jobs:bridge or -A myapp")
     _cwd_on_path()
     setup_django()  # settings named already: the module may import models at its top
-    module = _import(module_name, spec)
+    found, where = _locate(spec)
     setup_django()  # or named by the module itself; either way before its tasks are imported
-    bridge = _find(module, module_name, attr, spec)
+    bridge = _as_bridge(found, where)
+    _note_worker_start(found)
     adopt_django(bridge)
     return bridge
 
 
-def _find(module: ModuleType, module_name: str, attr: str, spec: str) -> JobBridge:
-    if attr:
-        return _as_bridge(_attribute(module, attr, spec), f"{module_name}:{attr}")
-    tried = [f"{module_name}:{name}" for name in MODULE_ATTRIBUTES]
-    found = [(n, getattr(module, n, None)) for n in MODULE_ATTRIBUTES]
-    found = [(n, f) for n, f in found if f is not None and not isinstance(f, ModuleType)]
-    # An app proper first: `app` in a Flask project is the Flask object, callable but no JobBridge.
-    for name, candidate in found:
+def _note_worker_start(found: Any) -> None:
+    """One warning line when a worker starts for an app that asks for Celery events (``-E``, the settings).
+
+    Only the command's own process says it: the processes ``--processes N`` starts (``--supervised``)
+    load the app too, and other commands taking ``-A`` start no worker.
+    """
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or ctx.info_name != "worker" or ctx.params.get("supervised") is not None:
+        return
+    asked = ["-E"] if ctx.meta.get(TASK_EVENTS_ASKED) else []
+    hook = getattr(found, "jobbridge_event_settings", None)
+    if callable(hook) and not isinstance(found, type):
+        asked.extend(str(name) for name in hook())
+    if asked:
+        log.warning(NO_EVENTS.format(asked=", ".join(asked)))
+
+
+def _locate(spec: str) -> tuple[Any, str]:
+    """The object ``spec`` names, and how to say where it was found."""
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        return _attribute(_import(module_name, spec), attr, spec), spec
+    parent, _, last = spec.rpartition(".")
+    if parent:
+        module = _import(parent, spec)
+        if hasattr(module, last):  # -A worker.celery: module worker, attribute celery
+            found = getattr(module, last)
+            if not isinstance(found, ModuleType):
+                return found, f"{parent}:{last}"
+    return _search(_import(spec, spec), spec)
+
+
+def _search(module: ModuleType, spec: str) -> tuple[Any, str]:
+    """The app a module holds, looked for in the order of the module docstring."""
+    name = module.__name__
+    named = [(n, getattr(module, n, None)) for n in MODULE_ATTRIBUTES]
+    named = [(n, f) for n, f in named if f is not None and not isinstance(f, ModuleType)]
+    # An app proper first: `app` in a Flask project is the Flask object, callable but no app.
+    for attr, candidate in named:
         if _is_app(candidate):
-            return _as_bridge(candidate, f"{module_name}:{name}")
-    celery_module = f"{module_name}.celery"
-    tried.append(f"{celery_module}:app")
-    sub = _import_optional(celery_module)
-    if sub is not None and getattr(sub, "app", None) is not None:
-        return _as_bridge(sub.app, f"{celery_module}:app")
-    for name, candidate in found:
-        if callable(candidate):
-            return _as_bridge(candidate, f"{module_name}:{name}")
+            return candidate, f"{name}:{attr}"
+    sub = _import_optional(f"{name}.celery")
+    if sub is not None:
+        try:
+            return _search(sub, spec)
+        except AppNotFound:
+            pass
+    for attr, candidate in vars(module).items():
+        if not attr.startswith("_") and _is_app(candidate):
+            return candidate, f"{name}:{attr}"
+    for attr, candidate in named:
+        if callable(candidate) and not isinstance(candidate, type):
+            return candidate, f"{name}:{attr}"
+    tried = ", ".join(f"{name}:{attr}" for attr in MODULE_ATTRIBUTES)
     raise AppNotFound(
-        f"-A {spec}: found no app in module {module_name!r}; tried {', '.join(tried)}. "
-        f"Name it explicitly: -A {module_name}:<attribute>"
+        f"-A {spec}: found no app in module {name!r}; tried {tried}, {name}.celery:app and every attribute of "
+        f"{name!r}. Name it explicitly: -A {name}:<attribute>"
     )
 
 
 def _is_app(found: Any) -> bool:
-    return isinstance(found, JobBridge) or callable(getattr(found, "jobbridge_app", None))
+    """A JobBridge, or an app object (not a class) with a ``jobbridge_app()`` method: the facade's Celery."""
+    if isinstance(found, JobBridge):
+        return True
+    return not isinstance(found, type) and callable(getattr(found, "jobbridge_app", None))
 
 
 def _cwd_on_path() -> None:
@@ -119,7 +176,7 @@ def _as_bridge(found: Any, where: str) -> JobBridge:
     if isinstance(found, JobBridge):
         return found
     hook = getattr(found, "jobbridge_app", None)
-    if callable(hook):
+    if callable(hook) and not isinstance(found, type):
         made = hook()
         how = f"{where}.jobbridge_app()"
     elif callable(found):

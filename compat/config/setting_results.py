@@ -86,8 +86,9 @@ RESULT_RULES: list[tuple[Rule, str]] = [
     result_exchange_type CELERY_RESULT_EXCHANGE_TYPE
     result_persistent CELERY_RESULT_PERSISTENT
     """),
-    (Rule("accept", "a result keeps the task's name but not its arguments, queue or worker",
-          "remove it: AsyncResult.name works without it; args, kwargs and queue are not stored", _empty), """
+    (Rule("honour", "a result also keeps what the task was called with: AsyncResult.args, kwargs, worker, queue "
+          "and retries, as Celery stores them (one more write per attempt; AsyncResult.name and date_done are "
+          "kept without it)"), """
     result_extended CELERY_RESULT_EXTENDED
     """),
     (Rule("accept", "failures are kept for result_expires, like every result",

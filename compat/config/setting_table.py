@@ -61,7 +61,11 @@ _JSON = "jobbridge stores every payload as JSON"
 _JSON_ONLY = ("set it to 'json' (or remove it): pickle, yaml and msgpack are refused because a job's "
               "payload is JSON that any worker can read and nothing can turn into code")
 _NO_CONTROL = "jobbridge has no remote control or Celery events: workers are watched with jobbridge status"
-_EVENTS = "remove it; to watch workers use jobbridge status, and to react to tasks use the signals"
+_EVENTS = ("no Celery events are sent: with it on (or -E), the worker says so in one warning line at its start; "
+           "watch queues and workers with jobbridge status and jobbridge workers (docs/monitoring.md), and react "
+           "to tasks with the signals")
+#: the settings that ask for Celery events, named by the worker's warning when they are on
+EVENT_SETTINGS = ("worker_send_task_events", "task_send_sent_event")
 _PRIORITY = ("jobbridge orders work by queue, not by message priority: route urgent tasks to a queue the "
              "worker lists first (apply_async(queue='high'); jobbridge worker -Q high,celery)")
 _BEAT_STATE = ("each entry's last fired tick is kept in the store, beside the jobs, and advanced in the same step "
@@ -239,7 +243,7 @@ event_queue_ttl CELERY_EVENT_QUEUE_TTL
 beat_enable_remote_control CELERYBEAT_ENABLE_REMOTE_CONTROL
 beat_remote_control_max_tick_age CELERYBEAT_REMOTE_CONTROL_MAX_TICK_AGE
 """)
-_add(Rule("accept", _NO_CONTROL, _EVENTS, _empty), """
+_add(Rule("accept", _EVENTS), """
 worker_send_task_events CELERY_SEND_EVENTS
 task_send_sent_event CELERY_SEND_TASK_SENT_EVENT
 """)
@@ -331,4 +335,4 @@ worker_state_db CELERYD_STATE_DB
 
 NEW_NAMES: dict[str, str] = {new: old for old, new in OLD_NAMES.items()}
 
-__all__ = ["NEW_NAMES", "OLD_NAMES", "RULES", "Rule"]
+__all__ = ["EVENT_SETTINGS", "NEW_NAMES", "OLD_NAMES", "RULES", "Rule"]

@@ -1,24 +1,17 @@
 """``app.conf``: Celery's settings, each classified (compat/config/setting_table.py), and turned into jobbridge's.
 
-Every way Celery takes a setting comes through `Conf.set`: ``Celery(**settings)``,
-``app.conf.x = ...``, ``app.conf["x"] = ...``, ``app.conf.update(...)`` and
-``app.config_from_object(obj, namespace=...)``. A name is the new one
-(``task_always_eager``), the old one (``CELERY_ALWAYS_EAGER``), or the prefixed new
-one (``CELERY_TASK_ALWAYS_EAGER``; with a namespace, only those starting with it). An unknown name is an error
-with the closest spelling; a refused one says what to write instead.
-
-A *bulk* source (an object or a mapping handed to ``config_from_object`` or
-``conf.update``) also holds names that belong to the host framework (Django's
-``DEBUG``, Flask's ``SECRET_KEY``): those are left alone. Which names are the
-app's: with a namespace, those starting with it; without, the lower-case names
-and the upper-case ones starting with ``CELERY`` or ``BROKER_``.
+What the code sets (``Celery(**settings)``, ``app.conf.x = ...``, ``conf.update(...)``) goes
+through `Conf.set`, classified at once; ``config_from_object``'s source is kept and read when
+used (compat/config/setting_sources.py), classified by `Conf.check` at the app's first use. A
+name is the new one (``task_always_eager``), the old one (``CELERY_ALWAYS_EAGER``), or the
+prefixed new one (``CELERY_TASK_ALWAYS_EAGER``; with a namespace, only those starting with it).
+An unknown name is an error with the closest spelling; a refused one says what to write instead.
+A bulk source also holds the host framework's names (Django's ``DEBUG``): those are left alone.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
-import inspect
 import os
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
@@ -31,6 +24,8 @@ from jobbridge.settings import Settings
 from ..exceptions import ImproperlyConfigured, QueueNotFound, RefusedFeature
 from ..ports import ConfPort
 from . import backends, brokers
+from .setting_sources import FROM_ENVIRONMENT, Source, environment_value, refuse_a_second_broker
+from .setting_sources import load_object as load_object  # where the facade finds it
 from .setting_table import NEW_NAMES, OLD_NAMES, RULES
 
 DEFAULTS: dict[str, Any] = {
@@ -50,7 +45,6 @@ BACKEND_KEYS = frozenset({"broker_url", "broker_transport_options", "worker_conc
                           "task_default_queue", "result_backend", "result_expires", "database_url",
                           "task_ignore_result", "task_track_started", "broker_connection_timeout"})
 _CELERY_LOOKING = ("CELERY", "BROKER_")
-_FROM_ENVIRONMENT = {"broker_url": "CELERY_BROKER_URL", "result_backend": "CELERY_RESULT_BACKEND"}
 
 
 def _unknown(key: str, candidates: list[str], hint: str = "") -> ImproperlyConfigured:
@@ -108,26 +102,46 @@ def _namespaced(key: str, namespace: str) -> str | None:
 
 
 class Conf:
-    """The app's settings: attribute and item access by new or old name, defaults as Celery's."""
+    """The app's settings: attribute and item access by new or old name, defaults as Celery's.
 
-    def __init__(self, on_change: Callable[[str], None] | None = None) -> None:
+    A value the code sets (``Celery(**settings)``, ``app.conf.x = ...``, ``conf.update``) is
+    classified when it is set. The source of ``config_from_object`` is kept and read at each
+    lookup (compat/config/setting_sources.py), and classified by `check` when the app is first
+    used for work (the worker's start, the first dispatch, ``app.tasks``), and at each read after.
+    """
+
+    _data: dict[str, Any]
+    _on_change: Callable[[str], None] | None
+    _namespace: str | None
+    _source: Source | None
+    _env_source: Source | None
+    _checked: bool
+
+    def __init__(self, on_change: Callable[[str], None] | None = None, namespace: str | None = None) -> None:
         object.__setattr__(self, "_data", {})
         object.__setattr__(self, "_on_change", on_change)
+        object.__setattr__(self, "_namespace", namespace)
+        object.__setattr__(self, "_source", None)
+        object.__setattr__(self, "_env_source", None)
+        object.__setattr__(self, "_checked", False)
 
     # -- writing -----------------------------------------------------------------------------
 
     def set(self, key: str, value: Any, new: str | None = None) -> None:
         """Classify and store one setting; a refused value raises `RefusedFeature` naming it."""
         name = new or resolve(key)
-        rule = RULES[name]
-        if rule.refuses(value):
-            shown = key if key == name else f"{key} ({name})"
-            raise RefusedFeature(f"Celery setting {shown} = {quoted(value, name)} is refused: {rule.why}. "
-                                 f"Write instead: {rule.instead}")
-        _check_value(name, value)
+        _classify(key, name, value, overridden=environment_value(name) is not None)
         self._data[name] = value
         if self._on_change is not None:
             self._on_change(name)
+
+    def use_source(self, obj: Any, namespace: str | None = None, silent: bool = False) -> None:
+        """``config_from_object``: keep ``obj`` (imported and read when used), in place of an earlier one."""
+        object.__setattr__(self, "_source", Source(obj, namespace, silent))
+        object.__setattr__(self, "_checked", False)
+        if self._on_change is not None:
+            for name in sorted(BACKEND_KEYS):
+                self._on_change(name)
 
     def update(self, *mappings: Any, **kwargs: Any) -> None:
         """Set many: a positional mapping is a bulk source (foreign names left alone); keywords are strict."""
@@ -137,17 +151,15 @@ class Conf:
             self.set(key, value)
 
     def load(self, source: Any, namespace: str | None = None) -> None:
-        """Set every setting a bulk source (mapping, module, class or object) holds."""
-        for key, value in _items(source):
-            if namespace is None and _is_code(value) and key not in RULES and key not in OLD_NAMES:
-                continue  # a config module's imports and helpers
+        """Set, now, every setting a bulk source (mapping, module, class or object) holds."""
+        for key, value in Source(source, namespace).entries():
             new = resolve_in_bulk(key, namespace)
             if new is not None:
                 self.set(key, value, new)
 
     def setdefault(self, key: str, value: Any) -> Any:
         name = resolve(key)
-        if name not in self._data:
+        if not self.value_set_for(name):
             self.set(key, value, name)
         return self[name]
 
@@ -156,6 +168,46 @@ class Conf:
 
     def __setitem__(self, key: str, value: Any) -> None:
         self.set(key, value)
+
+    # -- checking ----------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Classify what the source and the environment set, once: the app is about to be used for work.
+
+        Only what is used is refused: a source value the code's own value (or the
+        environment) overrides is not, nor a code URL ``CELERY_BROKER_URL`` replaces.
+        """
+        if self._checked:
+            return
+        source = self._current_source()
+        if source is not None:
+            for key, value in source.entries():
+                name = resolve_in_bulk(key, source.namespace)
+                if name is not None and self._held(source, name) == key:
+                    _classify(key, name, value, overridden=environment_value(name) is not None)
+        for name in FROM_ENVIRONMENT:  # the environment's URLs, used: checked as set ones are
+            if environment_value(name) is not None:
+                _check_value(name, environment_value(name))
+        refuse_a_second_broker(self["broker_url"])
+        object.__setattr__(self, "_checked", True)
+
+    def _current_source(self) -> Source | None:
+        """``config_from_object``'s source; without one, the module CELERY_CONFIG_MODULE names, as in Celery."""
+        if self._source is not None:
+            return self._source
+        module = os.environ.get("CELERY_CONFIG_MODULE")
+        if not module:
+            return None
+        if self._env_source is None or self._env_source.given != module:
+            object.__setattr__(self, "_env_source", Source(module, self._namespace))
+        return self._env_source
+
+    def _held(self, source: Source, name: str) -> str | None:
+        """The source's key that gives ``name`` its value, or None when the source does not decide it."""
+        if not source.namespace and name in self._data:
+            return None  # the code's value wins over the source's, without a namespace
+        found = source.lookup(name)
+        return None if found is None else found[0]
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -169,8 +221,16 @@ class Conf:
 
     def __getitem__(self, key: str) -> Any:
         name = resolve(key)
-        if name in _FROM_ENVIRONMENT and os.environ.get(_FROM_ENVIRONMENT[name]):
-            return os.environ[_FROM_ENVIRONMENT[name]]  # Celery lets the environment override these URLs
+        from_env = environment_value(name)
+        if from_env is not None:
+            return from_env  # Celery lets the environment override these URLs
+        source = self._current_source()
+        if source is not None and self._held(source, name) is not None:
+            found = source.lookup(name)
+            if found is not None:
+                if self._checked:  # in use: a value changed at run time is classified as it is read
+                    _classify(found[0], name, found[1])
+                return found[1]
         return self._data.get(name, DEFAULTS.get(name))
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -178,36 +238,62 @@ class Conf:
             name = resolve(key)
         except ImproperlyConfigured:
             return default
-        return self[name] if name in self._data or name in DEFAULTS else default
+        return self[name] if name in DEFAULTS or self.value_set_for(name) else default
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and (key in RULES or key in OLD_NAMES)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
+        return iter(self._names())
 
     def __len__(self) -> int:
-        return len(self._data)
+        return len(self._names())
+
+    def _names(self) -> list[str]:
+        """The settings given a value, by the code or by the source."""
+        names = dict.fromkeys(self._data)
+        source = self._current_source() or Source({}, None)
+        for key, _ in source.entries():
+            try:
+                name = resolve_in_bulk(key, source.namespace)
+            except ImproperlyConfigured:
+                continue  # check() says so when the app is used
+            if name is not None:
+                names[name] = None
+        return list(names)
 
     def keys(self) -> list[str]:
-        return list(self._data)
+        return self._names()
 
     def items(self) -> list[tuple[str, Any]]:
-        return [(k, self[k]) for k in self._data]
+        return [(k, self[k]) for k in self._names()]
 
     def table(self, with_defaults: bool = False) -> dict[str, Any]:
-        return {**(DEFAULTS if with_defaults else {}), **self._data}
+        return {**(DEFAULTS if with_defaults else {}), **dict(self.items())}
 
     def humanize(self, with_defaults: bool = False) -> str:
         """Every setting as ``name: value``; credentials masked, as this is printed and logged."""
         return "\n".join(f"{k}: {quoted(v, k)}" for k, v in sorted(self.table(with_defaults).items()))
 
     def value_set_for(self, key: str) -> bool:
-        return resolve(key) in self._data
+        name = resolve(key)
+        source = self._current_source()
+        return name in self._data or (source is not None and source.lookup(name) is not None)
 
     @property
     def broker_url(self) -> Any:
         return self["broker_url"]
+
+
+def _classify(key: str, name: str, value: Any, overridden: bool = False) -> None:
+    """Refuse a value jobbridge cannot honour, saying what to write; ``overridden``: a URL not used."""
+    rule = RULES[name]
+    if rule.refuses(value):
+        shown = key if key == name else f"{key} ({name})"
+        raise RefusedFeature(f"Celery setting {shown} = {quoted(value, name)} is refused: {rule.why}. "
+                             f"Write instead: {rule.instead}")
+    if not overridden:
+        _check_value(name, value)
 
 
 def _check_value(name: str, value: Any) -> None:
@@ -223,36 +309,6 @@ def _check_value(name: str, value: Any) -> None:
             raise ImproperlyConfigured(f"{name} must be a positive number, not {value!r}")
     elif name == "task_default_queue" and (not isinstance(value, str) or not value):
         raise ImproperlyConfigured(f"task_default_queue must be a queue name, not {value!r}")
-
-
-def _items(source: Any) -> Iterator[tuple[str, Any]]:
-    if isinstance(source, Mapping):
-        yield from ((str(k), v) for k, v in source.items())
-        return
-    for key in dir(source):
-        if not key.startswith("_"):
-            yield key, getattr(source, key)
-
-
-def _is_code(value: Any) -> bool:
-    """A module's imports and helpers (modules, classes, functions): never settings by mistake."""
-    return inspect.ismodule(value) or inspect.isclass(value) or inspect.isroutine(value)
-
-
-def load_object(obj: Any) -> Any:
-    """``"pkg.module"``, ``"pkg.module:attr"`` or ``"pkg.module.attr"`` as the object it names."""
-    if not isinstance(obj, str):
-        return obj
-    if ":" in obj:
-        module, attr = obj.split(":", 1)
-        return getattr(importlib.import_module(module), attr)
-    try:
-        return importlib.import_module(obj)
-    except ModuleNotFoundError as exc:
-        module, _, attr = obj.rpartition(".")
-        if not module or exc.name != obj:
-            raise
-        return getattr(importlib.import_module(module), attr)
 
 
 # -- to jobbridge ---------------------------------------------------------------------------------
@@ -278,7 +334,8 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
     if url:
         # only a timeout the app set: unset, each driver keeps its own default (docs/configuration.md)
         timeout = conf["broker_connection_timeout"] if conf.value_set_for("broker_connection_timeout") else None
-        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout))
+        shared = backends.results_url(conf["result_backend"], conf["database_url"]) if results_enabled(conf) else None
+        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout, shared))
     if conf["worker_concurrency"]:
         celery["concurrency"] = int(conf["worker_concurrency"])
     celery.update(_results(conf, celery))

@@ -28,7 +28,7 @@ from ..exceptions import RefusedFeature, TaskRevokedError, TimeoutError
 from ..ports import AppPort, BackendPort
 from ..request import current_request
 from ..shared import get_current_app
-from .backend import info_of, meta_of
+from .backend import extended_of, info_of, meta_of
 
 #: the longest single wait on the store while ``get(timeout=None)`` waits for ever
 SLICE = 10.0
@@ -115,7 +115,8 @@ class AsyncResult:
         return self._record()
 
     def _get_task_meta(self) -> dict[str, Any]:
-        return meta_of(self.id, self._record())
+        found = self._record()
+        return meta_of(self.id, found, extended_of(self.app, self.id) if found is not None else None)
 
     @property
     def state(self) -> str:
@@ -150,7 +151,26 @@ class AsyncResult:
         """Celery's answer when the backend does not know: the tasks a task published are not tracked."""
         return None
 
-    args = kwargs = queue = worker = retries = None  # result_extended is not provided
+    # result_extended: what the task was called with, kept beside its result (None without it, as in Celery)
+    @property
+    def args(self) -> Any:
+        return self._get_task_meta().get("args")
+
+    @property
+    def kwargs(self) -> Any:
+        return self._get_task_meta().get("kwargs")
+
+    @property
+    def worker(self) -> Any:
+        return self._get_task_meta().get("worker")
+
+    @property
+    def queue(self) -> Any:
+        return self._get_task_meta().get("queue")
+
+    @property
+    def retries(self) -> Any:
+        return self._get_task_meta().get("retries")
 
     def ready(self) -> bool:
         return self.state in states.READY_STATES

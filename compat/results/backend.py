@@ -13,11 +13,13 @@ results and counters, a saved group), ``bridge.results`` with ``result_ttl``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from jobbridge import JobBridge
+from jobbridge.errors import JobBridgeError
 from jobbridge.redaction import mask_url
 from jobbridge.results import ResultRecord, ResultStore
 from jobbridge.results.base import round_trip
@@ -25,13 +27,17 @@ from jobbridge.results.base import round_trip
 from .. import states
 from ..config import settings
 from ..exceptions import ResultsNotEnabled, TaskRevokedError
-from ..ports import AppPort
+from ..ports import AppPort, TaskPort
+from ..request import Request
 from .remote import exception_of, failure_fields
 
 #: where a saved group's member ids are kept (Celery keeps them apart from task results too)
 GROUP_META = "celery-group-meta:"
 #: a ``meta`` that is not a mapping is stored under this key, and given back unwrapped
 WRAPPED = "__celery_meta__"
+#: with result_extended, what a task was called with is kept under this key beside its result
+EXTENDED = "celery-task-meta-extended:"
+log = logging.getLogger("jobbridge.compat.task")
 _SET_IT = ("set result_backend (CELERY_RESULT_BACKEND) to the store the broker uses — the same redis:// "
            "URL, or db+<database URL> — as Celery needs a result backend for this too")
 
@@ -100,6 +106,8 @@ class ResultBackend:
     def forget(self, task_id: str) -> None:
         self.require("forget()")
         self.bridge.forget(task_id)
+        if self.app.conf["result_extended"]:
+            self.bridge.forget(EXTENDED + task_id)
 
     def save_group(self, group_id: str, ids: Sequence[str]) -> None:
         """Keep a group's member ids, in order (``GroupResult.save()``; every chord does it)."""
@@ -116,8 +124,10 @@ class ResultBackend:
     # -- Celery's backend methods --------------------------------------------------------------
 
     def get_task_meta(self, task_id: str, cache: bool = True) -> dict[str, Any]:
-        """Celery's meta dict: ``task_id``, ``status``, ``result``, ``traceback``, ``date_done``, ``name``."""
-        return meta_of(task_id, self.get(task_id))
+        """Celery's meta dict: ``task_id``, ``status``, ``result``, ``traceback``, ``date_done``, ``name``
+        (and with result_extended ``args``, ``kwargs``, ``worker``, ``queue``, ``retries``)."""
+        record = self.get(task_id)
+        return meta_of(task_id, record, extended_of(self.app, task_id) if record is not None else None)
 
     def get_state(self, task_id: str) -> str:
         return str(self.get_task_meta(task_id)["status"])
@@ -175,14 +185,49 @@ def info_of(record: ResultRecord | None) -> Any:
     return unwrap(record.meta)
 
 
-def meta_of(task_id: str, record: ResultRecord | None) -> dict[str, Any]:
+def meta_of(task_id: str, record: ResultRecord | None,
+            extended: Mapping[str, Any] | None = None) -> dict[str, Any]:
     done = record is not None and record.state in states.READY_STATES
     return {
         "task_id": task_id, "status": record.state if record is not None else states.PENDING,
         "result": info_of(record), "traceback": record.traceback if record is not None else None,
         "children": [], "name": record.name if record is not None else None,
         "date_done": datetime.fromtimestamp(record.updated_at, UTC) if done and record is not None else None,
+        **(extended or {}),
     }
 
 
-__all__ = ["GROUP_META", "ResultBackend", "info_of", "meta_of", "unwrap", "wrap"]
+def keep_call(task: TaskPort, request: Request, eager: bool) -> None:
+    """result_extended: keep what this attempt was called with (name, args, kwargs, worker, queue, retries).
+
+    Celery writes them into every state it stores for the task; here they are written once per
+    attempt as it starts, beside the result, and read back with it (`extended_of`) only while a
+    state is stored, so a task that stores nothing still shows none, as in Celery.
+    """
+    conf = task.app.conf
+    if not conf["result_extended"] or not settings.results_enabled(conf) or request.ignore_result:
+        return
+    if eager and not conf["task_store_eager_result"]:
+        return
+    delivery = request.delivery_info or {}
+    fields = {"name": request.task or task.name, "args": list(request.args or ()),
+              "kwargs": dict(request.kwargs or {}), "worker": request.hostname, "retries": request.retries,
+              "queue": None if delivery.get("is_eager") else delivery.get("routing_key")}  # eager: none, as in Celery
+    backend = task.app.backend
+    try:
+        record = ResultRecord(id=EXTENDED + str(request.id), state="EXTENDED", name=task.name, result=fields)
+        backend.require("result_extended").store(record, backend.ttl)
+    except JobBridgeError:  # a store that fails, or arguments that are not JSON: the task runs all the same
+        log.exception("could not keep the call of task %s[%s] (result_extended)", task.name, request.id)
+
+
+def extended_of(app: AppPort, task_id: str) -> dict[str, Any]:
+    """What `keep_call` kept for ``task_id``; with result_extended off, nothing (Celery's meta has none)."""
+    if not app.conf["result_extended"]:
+        return {}
+    found = app.backend.require("reading a result").get(EXTENDED + task_id)
+    return dict(found.result) if found is not None and isinstance(found.result, Mapping) else {}
+
+
+__all__ = ["EXTENDED", "GROUP_META", "ResultBackend", "extended_of", "info_of", "keep_call", "meta_of", "unwrap",
+           "wrap"]

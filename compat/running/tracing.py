@@ -28,6 +28,7 @@ from .. import signals, states
 from ..exceptions import Ignore, Reject, Retry, TaskPredicate
 from ..ports import TaskPort
 from ..request import Request, task_stack
+from ..results.backend import keep_call
 
 log = logging.getLogger("jobbridge.compat.task")
 
@@ -101,6 +102,7 @@ def trace(task: TaskPort, request: Request, args: list[Any], kwargs: dict[str, A
     task_stack().append(task)
     try:
         signals.task_prerun.send(sender=task, task_id=request.id, task=task, args=args, kwargs=kwargs)
+        keep_call(task, request, eager)  # result_extended: the call, kept beside the result
         traced = _run(task, request, args, kwargs, eager)
         if traced.state in (states.SUCCESS, states.FAILURE):
             _hook(eager, task.after_return, traced.state, traced.retval, request.id, args, kwargs, traced.einfo)

@@ -1,5 +1,8 @@
 """The Celery worker options jobbridge cannot honour, each refused by name with the reason and what to use.
 
+``-E/--task-events`` is accepted (cookiecutter-django's compose files pass it for Flower): the worker
+starts, and says in one warning line that no Celery events are sent and what to watch instead.
+
 A Celery user's command line comes over as it was: the spellings jobbridge
 shares (``-Q``, ``-c``, ``-l``, ``-n``, ``--max-tasks-per-child``) work, and an
 option it cannot honour is an error naming it, never silently ignored.
@@ -12,6 +15,8 @@ from typing import Any, TypeVar
 
 import click
 
+from jobbridge.loading import TASK_EVENTS_ASKED
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 NO_DAEMON = "run the worker in the foreground under systemd or another process manager (docs/deployment.md)"
@@ -21,8 +26,6 @@ CELERY_REFUSED: tuple[tuple[tuple[str, ...], bool, str], ...] = (
      "process, so there is no pool to choose; use --concurrency (threads) and --processes"),
     (("--autoscale",), True, "the number of threads is fixed; set --concurrency and --processes, and scale "
      "by running more worker processes"),
-    (("-E", "--task-events"), False, "worker events are always sent, in-process, as blinker signals "
-     "(jobbridge.signals); connect receivers in your app"),
     (("--without-gossip", "--without-mingle"), False, "workers do not talk to each other, so there is no "
      "gossip or mingle to turn off; drop the option"),
     (("--without-heartbeat",), False, "the heartbeat renews running jobs' reservations; drop the option"),
@@ -76,12 +79,20 @@ def _refuse_option(names: Sequence[str], why: str) -> Callable[[click.Context, c
     return callback
 
 
+def _task_events(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+    """``-E``: accepted, so a Celery command line runs; the worker says once that no events are sent."""
+    if value:
+        ctx.meta[TASK_EVENTS_ASKED] = True
+
+
 def refused_celery_options(func: F) -> F:
-    """Every refused option as a hidden option of the command, whose use is a usage error saying why."""
+    """Every refused option as a hidden option of the command, whose use is a usage error saying why;
+    and ``-E/--task-events``, accepted with one warning line at the worker's start (jobbridge/loading.py)."""
     for names, takes_value, why in CELERY_REFUSED:
         func = click.option(*names, is_flag=not takes_value, hidden=True, expose_value=False,
                             callback=_refuse_option(names, why))(func)
-    return func
+    return click.option("-E", "--task-events", is_flag=True, hidden=True, expose_value=False, is_eager=True,
+                        callback=_task_events)(func)
 
 
 #: the refused options' names, for the worker's --help

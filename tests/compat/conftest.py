@@ -12,6 +12,10 @@ from jobbridge.compat import Celery, signals
 
 from jobbridge.testing import FixedClock
 
+# The projects are real projects, each run by its own tests in a subprocess (a worker, manage.py, or a pytest
+# of its own with its own conftest and plugins): never collected as part of this suite.
+collect_ignore = ["projects"]
+
 RECORDED = (
     "before_task_publish", "after_task_publish", "task_received", "task_prerun", "task_postrun",
     "task_success", "task_failure", "task_retry", "task_revoked",

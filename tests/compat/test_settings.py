@@ -18,6 +18,14 @@ from tests.services import ensure_redis
 CELERY_SETTING_COUNT = 207
 
 
+def _configured(source: Any, namespace: str | None = None) -> Celery:
+    """An app configured from ``source``, used: config_from_object reads its source when the app is used."""
+    app = Celery("configured")
+    app.config_from_object(source, namespace=namespace)
+    app.conf.check()
+    return app
+
+
 def test_every_celery_setting_is_classified_under_both_names() -> None:
     assert len(RULES) == CELERY_SETTING_COUNT and len(OLD_NAMES) == CELERY_SETTING_COUNT
     for new, rule in RULES.items():
@@ -56,13 +64,13 @@ def test_the_namespace_reads_prefixed_new_names_and_catches_typos() -> None:
     assert app.conf.task_routes == {"a.*": {"queue": "a"}} and app.conf.broker_url == "memory://"
     typo = types.SimpleNamespace(CELERY_TASK_ROUTS={})
     with pytest.raises(ImproperlyConfigured, match="did you mean 'CELERY_TASK_ROUTES'"):
-        Celery("ns2").config_from_object(typo, namespace="CELERY")
+        _configured(typo, namespace="CELERY")  # read when the app is first used, as Celery reads it
     old = types.SimpleNamespace(CELERY_ALWAYS_EAGER=True)
     with pytest.raises(ImproperlyConfigured, match="CELERY_TASK_ALWAYS_EAGER"):
-        Celery("ns3").config_from_object(old, namespace="CELERY")
+        _configured(old, namespace="CELERY")
     celeryd = types.SimpleNamespace(CELERYD_CONCURRENCY=4)
     with pytest.raises(ImproperlyConfigured, match="CELERY_WORKER_CONCURRENCY"):
-        Celery("ns4").config_from_object(celeryd, namespace="CELERY")
+        _configured(celeryd, namespace="CELERY")
 
 
 def test_without_a_namespace_old_names_work_and_celery_looking_typos_fail() -> None:
@@ -88,7 +96,7 @@ def test_a_config_module_skips_its_imports_and_refuses_unknown_lower_case_names(
     assert app.conf.task_serializer == "json"
     module.task_serialiser = "json"
     with pytest.raises(ImproperlyConfigured, match="did you mean 'task_serializer'"):
-        Celery("cfg2").config_from_object(module)
+        _configured(module)
 
 
 @pytest.mark.parametrize(("key", "value", "match"), [

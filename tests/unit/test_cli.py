@@ -122,7 +122,6 @@ def test_a_scheduler_class_other_than_the_default_or_django_celery_beats_is_refu
     (["-P", "prefork"], "--concurrency"),
     (["--pool=gevent"], "--processes"),
     (["--autoscale", "10,3"], "--concurrency"),
-    (["-E"], "blinker"),
     (["--without-gossip"], "drop the option"),
     (["--without-mingle"], "drop the option"),
     (["--prefetch-multiplier", "4"], "drop the option"),
