@@ -38,6 +38,10 @@ def check_worker_driver(bridge: JobBridge, connection: str | None = None) -> Non
             "database driver (SQLite by default) or redis; in tests, run jobs in-process with "
             "bridge.run_pending() or jobbridge.worker.Worker.")
     driver.check()
+    # a driver whose broker cuts off a job held too long (amqp's consumer_timeout) refuses such a job now
+    check_jobs = getattr(driver, "check_jobs", None)
+    if check_jobs is not None:
+        check_jobs([(options_of(cls).name, options_of(cls).timeout) for cls in bridge.registry.classes()])
 
 
 def worked_queues(bridge: JobBridge, given: Sequence[str] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -70,6 +70,12 @@ def ensure_redis() -> str:
     return "redis://127.0.0.1:6379/0"
 
 
+def ensure_rabbitmq() -> str:
+    """The shared RabbitMQ node (guest/guest on /); tests give themselves a vhost or a queue prefix."""
+    _start("RabbitMQ", 5672, "rabbitmq-server -detached", seconds=90)
+    return "amqp://guest:guest@127.0.0.1:5672/"
+
+
 def _venv(name: str, requirement: str) -> Path:
     venv = SRV / name
     marker = venv / ".installed"

@@ -10,7 +10,10 @@ Celery broker URL                           jobbridge
 ``memory://``                               driver memory (this process only)
 ``sqs://``                                  driver sqs; the queue URL from predefined_queues
 ``confluentkafka://``, ``kafka://``          driver kafka, ``kafka_brokers``
-``amqp://``, ``pyamqp://``, ...             refused: jobbridge has no AMQP driver
+``amqp://``, ``amqps://``, ``pyamqp://``      driver amqp on RabbitMQ, ``url``; its failed store and
+                                            unique locks in the result_backend's store (redis or a
+                                            database), which it therefore needs
+``librabbitmq://``, ``qpid://``             refused: use amqp:// (the same RabbitMQ)
 anything else                               refused, naming the schemes that work
 ==========================================  ==================================================
 
@@ -32,13 +35,12 @@ from ..exceptions import ImproperlyConfigured, RefusedFeature
 from . import transport_options
 
 _DATABASE = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "django")
-_WORKING = ("redis://host:6379/0, rediss://..., sqla+postgresql://user@host/db (or any SQLAlchemy URL; "
-            "sqla+sqlite:///jobs.sqlite3), sqs://, memory://")
-_AMQP = ("jobbridge has no AMQP driver, so RabbitMQ cannot hold its jobs. Point broker_url at another "
-         "store: " + _WORKING + "; the database driver gives the same at-least-once delivery with no broker "
-         "to run")
+_WORKING = ("redis://host:6379/0, rediss://..., amqp://user:password@host:5672/vhost, sqla+postgresql://user@host/db "
+            "(or any SQLAlchemy URL; sqla+sqlite:///jobs.sqlite3), sqs://, memory://")
+_AMQP = ("jobbridge speaks AMQP 0-9-1 to RabbitMQ through kombu's py-amqp transport only; write the same "
+         "broker as amqp://user:password@host:5672/vhost (amqps:// for TLS)")
 _REFUSED_SCHEMES = {
-    "amqp": _AMQP, "amqps": _AMQP, "pyamqp": _AMQP, "librabbitmq": _AMQP, "qpid": _AMQP,
+    "librabbitmq": _AMQP, "qpid": _AMQP,
     "sentinel": "Redis Sentinel is not supported by the redis driver; point broker_url at the master "
                 "(redis://host:6379/0)",
 }
@@ -47,6 +49,7 @@ _REFUSED_SCHEMES = {
 _CONNECT_TIMEOUT: dict[str, tuple[str, float, bool]] = {
     "redis": ("redis_connect_timeout_ms", 1000, True), "database": ("database_connect_timeout", 1, True),
     "sqs": ("sqs_connect_timeout", 1, False), "kafka": ("kafka_connect_timeout", 1, False),
+    "amqp": ("connect_timeout", 1, False),
 }
 
 
@@ -72,7 +75,7 @@ def driver_of(url: str) -> str:
     if base in ("sqla", "db") or base in _DATABASE:
         return "database"
     simple = {"redis": "redis", "rediss": "redis", "memory": "memory", "sqs": "sqs",
-              "confluentkafka": "kafka", "kafka": "kafka"}
+              "confluentkafka": "kafka", "kafka": "kafka", "amqp": "amqp", "amqps": "amqp", "pyamqp": "amqp"}
     if base in simple:
         return simple[base]
     raise RefusedFeature(f"broker_url {quoted(url)} is refused: no jobbridge driver stores jobs in "
@@ -80,12 +83,17 @@ def driver_of(url: str) -> str:
 
 
 def jobbridge_backend(url: str, options: Mapping[str, Any] | None,
-                      connect_timeout: Any = None) -> dict[str, Any]:
+                      connect_timeout: Any = None, shared_store: str | None = None) -> dict[str, Any]:
     """The jobbridge settings that name the backend for ``url``, with its transport options and
-    ``broker_connection_timeout`` (``connect_timeout``, seconds; a transport option's own wins)."""
+    ``broker_connection_timeout`` (``connect_timeout``, seconds; a transport option's own wins).
+
+    ``shared_store`` is the result backend's store URL: on RabbitMQ it also holds the failed jobs
+    and unique locks (`_amqp`)."""
     check_url(url)
     driver = driver_of(url)
     opts = dict(options or {})
+    if driver == "amqp":
+        return _amqp(url, opts, connect_timeout, shared_store)
     if driver == "redis":
         backend = {"driver": "redis", "redis_url": url, **_options(opts, transport_options.REDIS, "redis")}
     elif driver == "database":
@@ -101,6 +109,25 @@ def jobbridge_backend(url: str, options: Mapping[str, Any] | None,
     else:
         backend = _sqs(url, opts)
     return {**_connect_timeout(backend, connect_timeout), **backend}
+
+
+def _amqp(url: str, opts: Mapping[str, Any], connect_timeout: Any, shared_store: str | None) -> dict[str, Any]:
+    """RabbitMQ as connection ``broker``, its failed store and unique locks in connection ``shared``.
+
+    RabbitMQ cannot list or retry failed jobs nor hold a lock, so the amqp driver keeps them in a
+    redis or database store: the one result_backend names. Without one, boot is refused here,
+    naming what to write, rather than a failed job having nowhere to go.
+    """
+    if not shared_store or shared_store == "memory://":
+        raise ImproperlyConfigured(
+            f"broker_url {quoted(url)} is RabbitMQ, which cannot keep failed jobs or unique-job locks; jobbridge "
+            "keeps them in the result backend's store, so set result_backend to redis://host:6379/1 or a database "
+            "URL (sqla+postgresql://user@host/db)")
+    broker: dict[str, Any] = {"driver": "amqp", "url": url, "locks": "shared", **_options(opts, transport_options.AMQP,
+                                                                                          "amqp")}
+    broker.update(_connect_timeout({"driver": "amqp"}, connect_timeout))
+    store = "redis" if scheme_of(shared_store).startswith("redis") else "database"
+    return {"connections": {"default": "broker", "broker": broker, "shared": {"driver": store, "url": shared_store}}}
 
 
 def _connect_timeout(backend: Mapping[str, Any], seconds: Any) -> dict[str, Any]:

@@ -334,7 +334,8 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
     if url:
         # only a timeout the app set: unset, each driver keeps its own default (docs/configuration.md)
         timeout = conf["broker_connection_timeout"] if conf.value_set_for("broker_connection_timeout") else None
-        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout))
+        shared = backends.results_url(conf["result_backend"], conf["database_url"]) if results_enabled(conf) else None
+        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout, shared))
     if conf["worker_concurrency"]:
         celery["concurrency"] = int(conf["worker_concurrency"])
     celery.update(_results(conf, celery))

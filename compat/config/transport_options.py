@@ -151,10 +151,24 @@ COMMON: dict[str, Option] = {
     "polling_interval": _SLEEP,
 }
 
+#: the amqp driver: kombu's py-amqp transport options it honours, and the retry policy it refuses
+AMQP: dict[str, Option] = {
+    "max_retries": _NOT_RETRIED,
+    "interval_start": _NOT_RETRIED,
+    "interval_step": _NOT_RETRIED,
+    "interval_max": _NOT_RETRIED,
+    "visibility_timeout": _VISIBILITY,
+    "confirm_publish": Option(why="every push is confirmed by RabbitMQ before it returns", ok=lambda v: v is True,
+                              instead="remove it: confirms cannot be turned off"),
+    "read_timeout": Option(to=lambda v: {"request_timeout": float(v)}),
+    "write_timeout": Option(to=lambda v: {"request_timeout": float(v)}),
+    "connect_timeout": Option(to=lambda v: {"connect_timeout": float(v)}),
+}
+
 
 def known_options(options: Mapping[str, Option]) -> tuple[list[str], list[str]]:
     """The honoured option names and the others, each sorted, for an error that lists them."""
     return sorted(k for k, o in options.items() if o.honoured), sorted(k for k, o in options.items() if not o.honoured)
 
 
-__all__ = ["COMMON", "REDIS", "SQS", "Option", "known_options"]
+__all__ = ["AMQP", "COMMON", "REDIS", "SQS", "Option", "known_options"]

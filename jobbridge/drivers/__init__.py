@@ -47,6 +47,7 @@ DRIVERS: dict[str, DriverEntry] = {
     "redis": DriverEntry("jobbridge.drivers.redis", "jobbridge.drivers.redis.settings", "redis", "redis"),
     "sqs": DriverEntry("jobbridge.drivers.sqs", "jobbridge.drivers.sqs_settings", "boto3", "sqs"),
     "kafka": DriverEntry("jobbridge.drivers.kafka", "jobbridge.drivers.kafka.settings", "confluent_kafka", "kafka"),
+    "amqp": DriverEntry("jobbridge.drivers.amqp", "jobbridge.drivers.amqp.settings", "kombu", "amqp"),
 }
 
 SCHEMES: dict[str, str] = {
@@ -62,6 +63,9 @@ SCHEMES: dict[str, str] = {
     "rediss": "redis",
     "sqs": "sqs",
     "kafka": "kafka",
+    "amqp": "amqp",
+    "amqps": "amqp",
+    "pyamqp": "amqp",
 }
 
 

@@ -145,9 +145,9 @@ def test_transport_options_map_or_are_refused() -> None:
         jobbridge_backend("sqs://", {})
 
 
-@pytest.mark.parametrize("url", ["amqp://guest@localhost//", "pyamqp://h", "filesystem://", "zookeeper://h"])
+@pytest.mark.parametrize("url", ["librabbitmq://guest@localhost//", "filesystem://", "zookeeper://h"])
 def test_brokers_without_a_driver_are_refused_when_set(url: str) -> None:
-    with pytest.raises(RefusedFeature, match="redis://"):
+    with pytest.raises(RefusedFeature, match="amqp://"):
         Celery("nope", broker=url)
 
 

@@ -1,12 +1,8 @@
-"""The kafka connection's failed store, a failed job as every lock store can keep it, and why a delayed
-job could not go back on Kafka.
+"""The kafka connection's failed store, and why a delayed job could not go back on Kafka.
 
-The failed store is the lock store's (a database table or redis hashes), and
-a failure that cannot be written there would be retried by the worker for
-ever: so the name is cut to the 191 characters of the database's column (the
-body keeps it whole), the error to its last `MAX_ERROR` characters, NUL in
-either is replaced (PostgreSQL refuses it in text), and the attempt count is
-held to a 32-bit column.
+The failed store is the lock store's (a database table or redis hashes); a
+failed job is written as every store can keep it (`failed_record`, shared with
+the amqp driver: `jobbridge.drivers.shared.failed_rows`).
 """
 
 from __future__ import annotations
@@ -17,25 +13,8 @@ from jobbridge.clock import Clock
 from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.kafka.messages import decode
 from jobbridge.drivers.kafka.store import Delayed, LeaseStore
+from jobbridge.drivers.shared.failed_rows import MAX_ERROR, failed_record
 from jobbridge.envelope import FailedJob, new_id
-from jobbridge.limits import MAX_NAME_LENGTH
-
-#: the most characters of an error kept (the end, where a traceback says what happened)
-MAX_ERROR = 32_000
-
-
-def _kept(text: str) -> str:
-    return text.replace("\x00", "\ufffd")
-
-
-def failed_record(job_id: str, queue: str, name: str, attempts: int, error: str, now: float,
-                  body: bytes) -> FailedJob:
-    """The `FailedJob` to write: storable in every lock store, whatever the job carried."""
-    error = _kept(error)
-    if len(error) > MAX_ERROR:
-        error = "\u2026" + error[-MAX_ERROR:]
-    attempts = max(-(2**31), min(attempts, 2**31 - 1))
-    return FailedJob(job_id, queue, _kept(name)[:MAX_NAME_LENGTH], attempts, error, now, body)
 
 
 def unproducible(row: Delayed, why: str, now: float) -> FailedJob:
@@ -82,3 +61,5 @@ class FailedStore:
 
     def get(self, job_id: str) -> FailedJob | None:
         return self._store.get_failed(job_id)
+
+__all__ = ["MAX_ERROR", "FailedStore", "failed_record", "unproducible"]

@@ -22,6 +22,7 @@ from redis.typing import EncodableT
 from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.kafka.store import Delayed, DelayedCounts, Held, Refresh, Reserved, Reserving, Spot
 from jobbridge.drivers.redis.connection import as_text, translated
+from jobbridge.drivers.shared.redis_failed import RedisFailedRows
 from jobbridge.envelope import FailedJob
 from jobbridge.errors import NoFailedJob
 
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from jobbridge.drivers.redis.driver import RedisDriver
 
 NAMES = ("reserve", "settle", "extend", "reclaim", "delayed", "failed", "forget")
-#: failed jobs a filtered listing reads per round trip
-FAILED_PAGE = 500
 #: failed jobs moved back per retry script
 RETRY_CHUNK = 500
 
@@ -61,6 +60,7 @@ class RedisLeaseStore:
         self.locks = driver.locks
         self._driver = driver
         self._scripts = _Scripts.register(self.client)
+        self.failures = RedisFailedRows(self.client, prefix)
 
     @classmethod
     def on(cls, driver: RedisDriver, scope: str) -> RedisLeaseStore:
@@ -229,39 +229,10 @@ class RedisLeaseStore:
         return int(self._run(self._scripts.failed, "flush"))
 
     def count_failed(self) -> int:
-        with translated():
-            return int(self.client.zcard(f"{self.prefix}failed"))
+        return self.failures.count()
 
     def list_failed(self, limit: int, where: FailedFilter | None = None) -> list[FailedJob]:
-        """The newest first: ``since`` is a range of the index's scores, a queue or name filter is applied to
-        each newer failure, read `FAILED_PAGE` at a time, until ``limit`` match."""
-        where = where or FailedFilter()
-        floor = "-inf" if where.since is None else repr(where.since)
-        page_size = max(limit, 1) if where.queue is None and where.name is None else FAILED_PAGE
-        found: list[FailedJob] = []
-        offset = 0
-        with translated():
-            while len(found) < limit:
-                ids = self.client.zrevrangebyscore(f"{self.prefix}failed", "+inf", floor, start=offset, num=page_size)
-                offset += len(ids)
-                pipe = self.client.pipeline(transaction=False)
-                for job_id in ids:
-                    pipe.hgetall(f"{self.prefix}F:{as_text(job_id)}")
-                rows: list[dict[bytes, Any]] = pipe.execute()
-                found += [job for job in map(_failed, filter(None, rows)) if where.matches(job)]
-                if len(ids) < page_size:
-                    break
-        return found[:limit]
+        return self.failures.list(limit, where)
 
     def get_failed(self, job_id: str) -> FailedJob | None:
-        with translated():
-            row: dict[Any, Any] = self.client.hgetall(f"{self.prefix}F:{job_id}")
-        return _failed(row) if row else None
-
-
-def _failed(row: dict[bytes, Any]) -> FailedJob:
-    return FailedJob(
-        id=as_text(row[b"id"]), queue=as_text(row[b"queue"]), name=as_text(row[b"name"]),
-        attempts=int(row[b"attempts"]), error=as_text(row[b"error"]), failed_at=float(row[b"failed_at"]),
-        body=bytes(row[b"body"]),
-    )
+        return self.failures.get(job_id)

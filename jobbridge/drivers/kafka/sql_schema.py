@@ -27,7 +27,8 @@ from sqlalchemy import (
     Table,
 )
 
-from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
+from jobbridge.drivers.database.types import BODY, MYSQL_TABLE, TIME
+from jobbridge.drivers.shared.sql_failed import failed_table
 
 metadata = MetaData()
 
@@ -69,17 +70,4 @@ delayed = Table(
     **MYSQL_TABLE,
 )
 
-failed = Table(
-    "jobbridge_kafka_failed",
-    metadata,
-    Column("scope", String(191), primary_key=True),
-    Column("id", String(191), primary_key=True),
-    Column("queue", String(191), nullable=False),
-    Column("name", String(191), nullable=False),
-    Column("attempts", Integer, nullable=False),
-    Column("error", ERROR_TEXT, nullable=False),
-    Column("failed_at", TIME, nullable=False),
-    Column("body", BODY, nullable=False),
-    Index("jobbridge_kafka_failed_at", "scope", "failed_at"),
-    **MYSQL_TABLE,
-)
+failed = failed_table(metadata, "jobbridge_kafka_failed")

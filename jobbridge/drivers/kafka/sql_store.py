@@ -22,6 +22,7 @@ from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.database.failures import as_driver_error, write_transaction
 from jobbridge.drivers.kafka.sql_schema import DONE, LEASED, delayed, failed, leases, metadata
 from jobbridge.drivers.kafka.store import Delayed, DelayedCounts, Held, Refresh, Reserved, Reserving, Spot
+from jobbridge.drivers.shared.sql_failed import SqlFailedRows
 from jobbridge.envelope import FailedJob
 from jobbridge.errors import NoFailedJob
 
@@ -57,6 +58,7 @@ class SqlLeaseStore:
         self.may_lose_an_accepted_job = driver.capabilities.may_lose_an_accepted_job
         self.locks = driver.locks
         self._driver = driver
+        self.failures = SqlFailedRows(self.engine, failed, scope)
         self._reserve = _insert_unless_present(self.engine.dialect.name)
         self._settle = (
             update(leases)
@@ -185,10 +187,7 @@ class SqlLeaseStore:
 
     def _record(self, conn: Connection, job: FailedJob) -> None:
         """Write a failed job, replacing an earlier failure of the same id."""
-        conn.execute(delete(failed).where(failed.c.scope == self.scope, failed.c.id == job.id))
-        conn.execute(insert(failed), {
-            "scope": self.scope, "id": job.id, "queue": job.queue, "name": job.name,
-            "attempts": job.attempts, "error": job.error, "failed_at": job.failed_at, "body": job.body})
+        self.failures.record(conn, job)
 
     def reclaim(self, now: float, limit: int) -> list[Spot]:
         lapsed = (
@@ -286,18 +285,15 @@ class SqlLeaseStore:
     # -- the failed store ---------------------------------------------------------------------
 
     def retry_failed(self, id_or_all: str, now: float, refresh: Refresh, new_id: Callable[[], str]) -> int:
-        pick = select(failed.c.id, failed.c.queue, failed.c.body).where(failed.c.scope == self.scope)
-        pick = pick.order_by(failed.c.id).limit(RETRY_BATCH) if id_or_all == "all" else pick.where(
-            failed.c.id == id_or_all)
+        pick = self.failures.pick(id_or_all, RETRY_BATCH)
 
         def work(conn: Connection) -> int:
-            rows = conn.execute(pick.with_for_update()).all()
+            rows = conn.execute(pick).all()
             if not rows and id_or_all != "all":
                 raise NoFailedJob(f"there is no failed job with id {id_or_all}")
             if rows:
                 self._add(conn, [Delayed(new_id(), queue, now, job_id, refresh(body)) for job_id, queue, body in rows])
-                conn.execute(delete(failed).where(failed.c.scope == self.scope,
-                                                  failed.c.id.in_([row[0] for row in rows])))
+                self.failures.remove(conn, [row[0] for row in rows])
             return len(rows)
 
         total = 0
@@ -308,30 +304,13 @@ class SqlLeaseStore:
                 return total
 
     def flush_failed(self) -> int:
-        statement = delete(failed).where(failed.c.scope == self.scope)
-        return int(self._write("flush failed jobs", lambda conn: conn.execute(statement).rowcount))
+        return self.failures.flush()
 
     def count_failed(self) -> int:
-        query = select(func.count()).select_from(failed).where(failed.c.scope == self.scope)
-        return int(self._read("count failed jobs", lambda conn: conn.execute(query).scalar_one()))
+        return self.failures.count()
 
     def list_failed(self, limit: int, where: FailedFilter | None = None) -> list[FailedJob]:
-        where = where or FailedFilter()
-        query = _FAILED_ROW.where(failed.c.scope == self.scope)
-        if where.queue is not None:
-            query = query.where(failed.c.queue == where.queue)
-        if where.name is not None:
-            query = query.where(failed.c.name == where.name)
-        if where.since is not None:
-            query = query.where(failed.c.failed_at >= where.since)
-        query = query.order_by(failed.c.failed_at.desc(), failed.c.id.desc()).limit(limit)
-        return [FailedJob(*row) for row in self._read("list failed jobs", lambda conn: conn.execute(query).all())]
+        return self.failures.list(limit, where)
 
     def get_failed(self, job_id: str) -> FailedJob | None:
-        query = _FAILED_ROW.where(failed.c.scope == self.scope, failed.c.id == job_id)
-        row = self._read("read a failed job", lambda conn: conn.execute(query).first())
-        return None if row is None else FailedJob(*row)
-
-
-_FAILED_ROW = select(failed.c.id, failed.c.queue, failed.c.name, failed.c.attempts, failed.c.error,
-                     failed.c.failed_at, failed.c.body)
+        return self.failures.get(job_id)

@@ -21,7 +21,8 @@ speaks the port's words: it reserves a spot, extends, acknowledges, releases
 or fails a lease, and reclaims the lapsed ones.
 
 The kafka connection's failed store (`failures.FailedStore`) and unique-job
-locks (`ScopedLocks`, over the lock store driver's own locks) live here too.
+locks (`ScopedLocks`, over the lock store driver's own locks, from `jobbridge.drivers.shared`) live
+here too.
 
 Deadlines are compared by every worker, so they are read off the store's own
 clock (`server_clock`: Redis ``TIME``, the database server's clock; on SQLite,
@@ -32,15 +33,14 @@ a minute early and run its job again.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Protocol, cast, runtime_checkable
 
 from jobbridge.drivers.base import FailedFilter, LockStore
+from jobbridge.drivers.shared.locks import ScopedLocks, store_kind
 from jobbridge.envelope import FailedJob
-from jobbridge.errors import ConfigurationError
 
 
 class Reserved(IntEnum):
@@ -214,50 +214,18 @@ class LeaseStore(Protocol):
     def get_failed(self, job_id: str) -> FailedJob | None: ...
 
 
-class ScopedLocks:
-    """A kafka connection's unique-job locks: the lock store's, under a key prefix of the connection's own.
-
-    The prefix keeps them apart from the lock store connection's own locks (the same
-    key dispatched there is another job's) and from any other kafka connection's. A
-    push here cannot join a transaction, so neither does a lock: the app pushes after
-    the commit and drops the lock on a rollback.
-    """
-
-    def __init__(self, locks: LockStore, prefix: str) -> None:
-        self._locks, self._prefix = locks, prefix
-        self.shared = locks.shared  # a database's or a Redis's: every worker sees them
-
-    def acquire(self, key: str, owner: str, ttl: float, *, transaction: object | None = None) -> bool:
-        return self._locks.acquire(self._prefix + key, owner, ttl)
-
-    def release(self, key: str, owner: str) -> None:
-        self._locks.release(self._prefix + key, owner)
-
-
 def store_for(lock_store: object, scope: str, locks: str) -> LeaseStore:
     """The `LeaseStore` for what the app passed: a database or redis driver, or a ready `LeaseStore`."""
     if isinstance(lock_store, LeaseStore):
         return lock_store
-    if lock_store is None:
-        raise ConfigurationError(
-            f"the kafka driver needs its lock store, the opened driver of the connection locks = {locks!r}, "
-            "in resources.extra['lock_store']; it was not given, and without it leases, delayed and failed "
-            "jobs would have nowhere shared to live")
-    # the driver classes are looked up where they were loaded: a store's client library is
-    # imported only if the app already opened a driver that needs it
-    if _instance_of(lock_store, "jobbridge.drivers.database.driver", "DatabaseDriver"):
+    kind = store_kind(lock_store, "kafka", locks, "leases, delayed and failed jobs")
+    if kind == "database":
         from jobbridge.drivers.kafka.sql_store import SqlLeaseStore
 
         return SqlLeaseStore.on(cast(Any, lock_store), scope)
-    if _instance_of(lock_store, "jobbridge.drivers.redis.driver", "RedisDriver"):
-        from jobbridge.drivers.kafka.redis_store import RedisLeaseStore
+    from jobbridge.drivers.kafka.redis_store import RedisLeaseStore
 
-        return RedisLeaseStore.on(cast(Any, lock_store), scope)
-    raise ConfigurationError(
-        f"the kafka lock store (connection {locks!r}) is a {type(lock_store).__name__}; it must be a "
-        "database or redis driver, shared by every worker and outliving them")
+    return RedisLeaseStore.on(cast(Any, lock_store), scope)
 
-
-def _instance_of(obj: object, module: str, name: str) -> bool:
-    cls = getattr(sys.modules.get(module), name, None)
-    return isinstance(cls, type) and isinstance(obj, cls)
+__all__ = ["Delayed", "DelayedCounts", "Held", "LeaseStore", "Refresh", "Reserved", "Reserving", "ScopedLocks",
+           "Spot", "store_for"]

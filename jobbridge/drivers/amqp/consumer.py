@@ -1,0 +1,193 @@
+"""Reserving on RabbitMQ: a consumer per queue, whose deliveries are handed out only when asked for.
+
+A reserved job is an unacknowledged delivery. The broker hands it back the
+moment the worker's connection drops (a crash, ``kill -9``, a network cut), as
+a redelivery: quorum queues count it in ``x-delivery-count``, classic queues
+flag it ``redelivered``, and the attempt handed out counts it (`redeliveries`).
+
+Each queue a worker reserves from gets one consumer on the reserving channel,
+its prefetch (``basic.qos``, per consumer) the ``prefetch`` setting or, when 0,
+the jobs the worker holds from that queue plus those it asks for: what it can
+start, so no delivery waits behind a busy thread (a worker that asks for more
+than before gets one more consumer for the difference). A delivery the broker sent
+ahead waits in this process only until the next reserve, which takes the
+queues in the order given.
+
+A reserve that finds too little sends one ``queue.declare`` (passive) per
+short queue on the same channel: the broker writes every delivery it made
+before answering ahead of the answer, so after it the deliveries that were on
+their way are here, and its count says whether more are coming. A blocking
+reserve then waits on the socket, giving up the lock in short steps so that
+settling on another thread is never held behind it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import amqp
+
+from jobbridge.drivers.amqp.connection import Link
+from jobbridge.drivers.amqp.publisher import Declarations
+from jobbridge.drivers.amqp.settings import AmqpSettings
+
+#: seconds a blocking reserve holds the channel's lock at a time
+WAIT_STEP = 0.05
+#: seconds a reserve waits for deliveries the broker said are on their way
+SETTLE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One delivery as it arrived: its queue, tag, body, and how often the broker had handed it out before."""
+
+    queue: str
+    tag: int
+    body: bytes
+    redeliveries: int
+    generation: int
+    job_id: str | None
+
+
+def redeliveries(message: Any) -> int:
+    """How many times the broker handed this message out before (a crashed or cut-off worker each time).
+
+    A quorum queue counts them in ``x-delivery-count`` and flags the delivery ``redelivered``; a
+    classic queue only flags it (counted as one). The header of a first delivery is not read: a job
+    dead-lettered out of a delay stage carries the stage's count, which is no attempt of its own.
+    """
+    if not message.delivery_info.get("redelivered"):
+        return 0
+    headers = message.properties.get("application_headers") or {}
+    count = headers.get("x-delivery-count")
+    return count if isinstance(count, int) and count > 0 else 1
+
+
+class Consumers:
+    """The reserving connection: consumers, the deliveries not yet handed out, and settling by tag."""
+
+    def __init__(self, settings: AmqpSettings, declarations: Declarations) -> None:
+        self.settings, self.declarations = settings, declarations
+        self.link = Link(settings, "reserving", self._opened)
+        self.buffer: dict[str, deque[Delivery]] = {}
+        #: queue -> the prefetch of its consumers together
+        self._consuming: dict[str, int] = {}
+        self._started = 0
+        #: deliveries handed back (rejected to their queue) whose redelivery has not arrived yet
+        self.returning = 0
+        #: jobs this process pushed since its last catch-up, by queue: a count may be read before they land
+        self.pushed: dict[str, int] = {}
+
+    def _opened(self, ch: amqp.Channel) -> None:
+        self.returning = 0
+        self.buffer.clear()
+        self._consuming.clear()
+
+    def ensure(self, ch: amqp.Channel, queues: Sequence[str], limit: int, held: Mapping[str, int]) -> None:
+        """Consumers on each queue (declared first) whose prefetch covers the jobs held from it plus ``limit``.
+
+        A consumer's prefetch is fixed when it starts, so when the worker asks for
+        more than a queue's consumers can hand it, one more consumer starts with the
+        difference; none is cancelled (a cancelled consumer's deliveries in flight come
+        back as redeliveries, counted as attempts). A fixed ``prefetch`` setting is
+        never exceeded.
+        """
+        for queue in queues:
+            want = min(self.settings.prefetch or max(1, held.get(queue, 0) + limit), 65535)
+            have = self._consuming.get(queue, 0)
+            if have >= want:
+                continue
+            if not have:
+                self.declarations.queue(ch, queue)
+            self._started += 1
+            ch.basic_qos(0, want - have, False)
+            ch.basic_consume(self.declarations.topology.queue(queue), consumer_tag=f"jobbridge:{queue}:{self._started}",
+                             callback=self._arrived(queue, self.link.generation))
+            self._consuming[queue] = want
+            self.buffer.setdefault(queue, deque())
+
+    def _arrived(self, queue: str, generation: int) -> Callable[[Any], None]:
+        def arrived(message: Any) -> None:
+            again = redeliveries(message)
+            if again and self.returning:
+                self.returning -= 1
+            self.buffer.setdefault(queue, deque()).append(Delivery(
+                queue, message.delivery_tag, bytes(message.body), again, generation,
+                message.properties.get("message_id")))
+        return arrived
+
+    def take(self, queues: Sequence[str], limit: int) -> list[Delivery]:
+        """Up to ``limit`` buffered deliveries, the queues emptied in the order given."""
+        got: list[Delivery] = []
+        for queue in queues:
+            waiting = self.buffer.get(queue)
+            while waiting and len(got) < limit:
+                got.append(waiting.popleft())
+        return got
+
+    def drain(self, ch: amqp.Channel, timeout: float) -> bool:
+        """Read what arrived within ``timeout`` (0: what is here already); False when nothing did."""
+        conn: Any = ch.connection
+        try:
+            conn.drain_events(timeout=timeout)
+        except TimeoutError:
+            return False
+        while True:
+            try:
+                conn.drain_events(timeout=0)
+            except TimeoutError:
+                return True
+
+    def catch_up(self, ch: amqp.Channel, queues: Sequence[str], want: int) -> None:
+        """Bring in the deliveries on their way to the short queues, waiting briefly for those the broker sent."""
+        # a quorum queue may answer the count before it took back a rejected delivery or a confirmed push
+        coming = self.returning + sum(self.pushed.pop(q, 0) for q in queues if q in self._consuming)
+        for queue in queues:
+            if self.buffer.get(queue):
+                continue
+            _, ready, _ = ch.queue_declare(self.declarations.topology.queue(queue), passive=True)
+            coming += ready
+        self.drain(ch, 0)
+        deadline = time.monotonic() + SETTLE
+        while coming and sum(len(self.buffer.get(q, ())) for q in queues) < want and time.monotonic() < deadline:
+            self.drain(ch, min(WAIT_STEP, max(0.0, deadline - time.monotonic())))
+        self.returning = 0
+
+    def wait(self, queues: Sequence[str], limit: int, seconds: float) -> None:
+        """Block up to ``seconds`` for a delivery on ``queues``, the lock given up between steps."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            with self.link.lock:
+                if any(self.buffer.get(q) for q in queues):
+                    return
+                arrived = self.link.call("wait for jobs", lambda ch: self.drain(
+                    ch, min(WAIT_STEP, max(0.0, deadline - time.monotonic()))))
+            if arrived and any(self.buffer.get(q) for q in queues):
+                return
+            time.sleep(0)  # let a thread waiting for the lock take it
+
+    def held(self, delivery: Delivery) -> bool:
+        """Whether the delivery is still this connection's to settle (taken since it last opened)."""
+        return delivery.generation == self.link.generation and self.link.open
+
+    def acknowledge(self, ch: amqp.Channel, deliveries: Sequence[Delivery]) -> None:
+        for d in deliveries:
+            ch.basic_ack(d.tag)
+
+    def hand_back(self, ch: amqp.Channel, deliveries: Sequence[Delivery]) -> None:
+        """Return deliveries to their queue's head, as redeliveries (a lapsed lease: a new attempt)."""
+        for d in deliveries:
+            ch.basic_reject(d.tag, requeue=True)
+        self.returning += len(deliveries)
+
+    def buffered(self, queue: str) -> int:
+        return len(self.buffer.get(queue, ()))
+
+    def close(self) -> None:
+        self.link.close()
+        self.buffer.clear()
+        self._consuming.clear()
