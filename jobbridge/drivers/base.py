@@ -58,10 +58,16 @@ class FailedFilter:
     name: str | None = None
     #: failed at or after this moment (epoch seconds)
     since: float | None = None
+    #: failed at or before this moment (epoch seconds): a time range's end, and the dashboard's page cursor
+    until: float | None = None
+    #: the error text contains this, ignoring case (a scan of the rows the other filters leave)
+    error: str | None = None
 
     def matches(self, job: FailedJob) -> bool:
         return ((self.queue is None or job.queue == self.queue) and (self.name is None or job.name == self.name)
-                and (self.since is None or job.failed_at >= self.since))
+                and (self.since is None or job.failed_at >= self.since)
+                and (self.until is None or job.failed_at <= self.until)
+                and (self.error is None or self.error.casefold() in job.error.casefold()))
 
 
 @runtime_checkable
@@ -90,6 +96,20 @@ class FailedStore(Protocol):
 
     def get(self, job_id: str) -> FailedJob | None:
         """One failed job by id, with its whole error and body; None when the store does not hold it."""
+        ...
+
+
+@runtime_checkable
+class ForgettingFailedStore(Protocol):
+    """A failed store that can also delete chosen jobs (the dashboard's Delete); not every store can.
+
+    ``flush`` deletes them all on every store; a store whose failed jobs sit in a
+    queue it can only read in order (SQS) has no way to delete one, and the
+    dashboard offers no Delete there.
+    """
+
+    def forget(self, job_ids: Sequence[str]) -> int:
+        """Delete these failed jobs (an id the store does not hold is skipped); return how many."""
         ...
 
 

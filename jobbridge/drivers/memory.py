@@ -254,6 +254,10 @@ class MemoryFailedStore:
             self.jobs.clear()
             return count
 
+    def forget(self, job_ids: Sequence[str]) -> int:
+        with self._cond:
+            return sum(self.jobs.pop(job_id, None) is not None for job_id in job_ids)
+
     def count(self) -> int:
         with self._cond:
             return len(self.jobs)

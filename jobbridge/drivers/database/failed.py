@@ -12,6 +12,7 @@ so a body as large or as odd as the jobs table took is taken here too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import suppress
 from typing import Any
 
@@ -107,6 +108,14 @@ class FailedStore:
     def flush(self) -> int:
         return write_transaction(self.engine, "flush failed jobs", _flush)
 
+    def forget(self, job_ids: Sequence[str]) -> int:
+        """Delete these failed jobs (`jobbridge.drivers.base.ForgettingFailedStore`)."""
+        ids = list(job_ids)
+        if not ids:
+            return 0
+        statement = delete(failed_jobs).where(failed_jobs.c.id.in_(ids))
+        return int(write_transaction(self.engine, "delete failed jobs", lambda conn: conn.execute(statement).rowcount))
+
     def count(self) -> int:
         with read_transaction(self.engine, "count failed jobs") as conn:
             return _count(conn)
@@ -131,6 +140,10 @@ def _list(conn: Connection, limit: int, where: FailedFilter) -> list[FailedJob]:
         query = query.where(failed_jobs.c.name == where.name)
     if where.since is not None:
         query = query.where(failed_jobs.c.failed_at >= where.since)
+    if where.until is not None:
+        query = query.where(failed_jobs.c.failed_at <= where.until)
+    if where.error:
+        query = query.where(failed_jobs.c.error.icontains(where.error, autoescape=True))
     query = query.order_by(failed_jobs.c.failed_at.desc(), failed_jobs.c.id.desc()).limit(limit)
     return [FailedJob(*row) for row in conn.execute(query)]
 

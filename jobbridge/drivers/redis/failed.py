@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import math
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import redis
@@ -71,6 +72,18 @@ class FailedStore:
         except Exception:  # whatever made it undecodable (or unencodable), the next reserve names it
             return body
 
+    def forget(self, job_ids: Sequence[str]) -> int:
+        """Delete these failed jobs (`jobbridge.drivers.base.ForgettingFailedStore`)."""
+        if not job_ids:
+            return 0
+        with translated():
+            pipe = self.client.pipeline(transaction=True)
+            for job_id in job_ids:
+                pipe.delete(self.keys.failed_job(job_id))
+            pipe.zrem(self.keys.failed, *job_ids)
+            results: builtins.list[int] = pipe.execute()
+        return int(results[-1])
+
     def flush(self) -> int:
         """Delete every failed job; return how many."""
         with translated():
@@ -88,14 +101,15 @@ class FailedStore:
         """The newest first: ``since`` is a range of the index's scores; a queue or a name filter reads
         the queue and name of each newer failure, `FILTER_PAGE` at a time, until ``limit`` match."""
         where = where or FailedFilter()
-        filtered = where.queue is not None or where.name is not None
+        filtered = where.queue is not None or where.name is not None or bool(where.error)
         floor = "-inf" if where.since is None else repr(where.since)
+        ceiling = "+inf" if where.until is None else repr(where.until)
         page_size = FILTER_PAGE if filtered else max(limit, 1)
         ids: list[bytes] = []
         offset = 0
         with translated():
             while len(ids) < limit:
-                page = self._newest(floor, offset, page_size)
+                page = self._newest((floor, ceiling), offset, page_size)
                 offset += len(page)
                 ids += self._matching(page, where) if filtered else page
                 if len(page) < page_size:
@@ -106,20 +120,23 @@ class FailedStore:
             rows: list[dict[bytes, Any]] = pipe.execute()
         return [_row(row, job_id) for job_id, row in zip(ids, rows, strict=False) if row]
 
-    def _newest(self, floor: str, offset: int, count: int) -> builtins.list[bytes]:
-        """``count`` ids of the index from the ``offset``-th newest, failed at ``floor`` or later."""
-        found = self.client.zrevrangebyscore(self.keys.failed, "+inf", floor, start=offset, num=count)
+    def _newest(self, span: tuple[str, str], offset: int, count: int) -> builtins.list[bytes]:
+        """``count`` ids of the index from the ``offset``-th newest, failed within ``span`` (floor, ceiling)."""
+        found = self.client.zrevrangebyscore(self.keys.failed, span[1], span[0], start=offset, num=count)
         return [raw if isinstance(raw, bytes) else str(raw).encode() for raw in found]
 
     def _matching(self, ids: builtins.list[bytes], where: FailedFilter) -> builtins.list[bytes]:
-        """Those of ``ids`` whose queue and name ``where`` asks for (one pipelined HMGET each)."""
+        """Those of ``ids`` whose queue, name and error ``where`` asks for (one pipelined HMGET each)."""
         pipe = self.client.pipeline(transaction=False)
+        fields = ["queue", "name", "error"] if where.error else ["queue", "name"]
         for job_id in ids:
-            pipe.hmget(self._hash(job_id), ["queue", "name"])
+            pipe.hmget(self._hash(job_id), fields)
         labels: builtins.list[builtins.list[Any]] = pipe.execute()
-        return [job_id for job_id, (queue, name) in zip(ids, labels, strict=True)
+        needle = (where.error or "").casefold()
+        return [job_id for job_id, (queue, name, *error) in zip(ids, labels, strict=True)
                 if (where.queue is None or _text(queue) == where.queue)
-                and (where.name is None or _text(name) == where.name)]
+                and (where.name is None or _text(name) == where.name)
+                and (not needle or needle in _text(error[0], "").casefold())]
 
     def get(self, job_id: str) -> FailedJob | None:
         with translated():
