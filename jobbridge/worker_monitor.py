@@ -9,7 +9,9 @@ worker registry (`jobbridge.drivers.worker_registry_port`): one write per
 process, whatever the number of jobs; about once a minute the beat also
 deletes records long dead. A clean stop deletes the record and the file. The
 number of jobs running now is counted around each attempt
-(`jobbridge.integrations.hooks`).
+(`jobbridge.integrations.hooks`), and so is each attempt's outcome, into a
+`Tally` the beat adds to the store's per-minute counters
+(`jobbridge.drivers.throughput_port`) in one write, pruned with the workers.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from jobbridge.drivers.throughput_port import KEEP_FOR, Tally, ThroughputStore, throughput_of
 from jobbridge.drivers.worker_registry_port import (
     BEAT_EVERY,
     PRUNE_AFTER,
@@ -52,6 +55,8 @@ PRUNE_EVERY = 12
 
 _running = 0
 _running_lock = threading.Lock()
+#: this process's ended attempts, not yet added to the store's counters
+_tally = Tally()
 
 
 def running_now() -> int:
@@ -64,10 +69,13 @@ def _count_running(executor: Executor, res: Reservation, run: RunAttempt) -> Out
     with _running_lock:
         _running += 1
     try:
-        return run()
+        outcome = run()
     finally:
         with _running_lock:
             _running -= 1
+    _tally.add(time.time(), res.envelope.queue, failed=outcome.action == "fail",
+               released=outcome.action == "release")
+    return outcome
 
 
 def registry_for(bridge: JobBridge, connection: str | None = None, *, create: bool = True) -> WorkerRegistry | None:
@@ -80,13 +88,26 @@ def registry_for(bridge: JobBridge, connection: str | None = None, *, create: bo
     return found
 
 
+def throughput_for(bridge: JobBridge, connection: str | None = None, *,
+                   create: bool = True) -> ThroughputStore | None:
+    """The per-minute counters of ``connection``'s workers: its driver's, else its ``locks`` store's."""
+    conn = bridge.settings.connection(connection)
+    found = throughput_of(bridge.driver(conn.name, create=create))
+    shared = conn.options.get("locks")
+    if found is None and shared:
+        found = throughput_of(bridge.driver(str(shared), create=create))
+    return found
+
+
 class WorkerMonitor:
     """The monitor thread of one worker process; `start` before `Worker.run`, `stop` after it."""
 
     def __init__(self, worker: Worker, registry: WorkerRegistry | None, health_file: str | Path | None = None,
-                 *, samplers: Sequence[Callable[[Worker], None]] = ()) -> None:
+                 *, samplers: Sequence[Callable[[Worker], None]] = (),
+                 throughput: ThroughputStore | None = None) -> None:
         self.worker = worker
         self.registry = registry
+        self.throughput = throughput
         self.health_file = Path(health_file) if health_file else None
         self.samplers = list(samplers)
         self.id = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -111,6 +132,8 @@ class WorkerMonitor:
         """The worker's loop is over: delete the record and the liveness file."""
         self._stop.set()
         self._thread.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self._add_counts()
         if self.registry is not None:
             with contextlib.suppress(Exception):
                 self.registry.forget(self.id)
@@ -150,8 +173,11 @@ class WorkerMonitor:
             beat = self.record()
             self.registry.beat(beat)
             self._beats += 1
+            self._add_counts(beat.last_beat)
             if self._beats % PRUNE_EVERY == 1:
                 self.registry.prune(beat.last_beat - PRUNE_AFTER)
+                if self.throughput is not None:
+                    self.throughput.prune(beat.last_beat - KEEP_FOR)
         except Exception as exc:  # the store is down: the jobs' own calls report it; try next beat
             if not self._failing:
                 log.warning("could not record this worker's heartbeat (%s); trying again every %gs",
@@ -159,6 +185,19 @@ class WorkerMonitor:
             self._failing = True
             return
         self._failing = False
+
+    def _add_counts(self, store_now: float | None = None) -> None:
+        """Add the attempts ended since the last beat to the store's counters; kept for the next on failure."""
+        if self.throughput is None:
+            return
+        if store_now is not None:
+            _tally.offset = store_now - time.time()
+        counts = _tally.drain()
+        try:
+            self.throughput.add(counts)
+        except Exception:
+            _tally.restore(counts)
+            raise
 
     def _touch(self) -> None:
         """Touch the liveness file while the loop keeps coming round."""

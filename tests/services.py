@@ -151,3 +151,20 @@ def faketime_env(offset_seconds: float) -> dict[str, str]:
     sign = "+" if offset_seconds >= 0 else "-"
     return {"LD_PRELOAD": str(library), "FAKETIME": f"{sign}{abs(offset_seconds):g}s",
             "FAKETIME_DONT_RESET": "1", "FAKETIME_NO_CACHE": "1"}
+
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+
+
+def ensure_chromium() -> tuple[str, str]:
+    """Debian's chromium and chromium-driver (browser builds cannot be downloaded here): the paths.
+
+    Installed with apt-get on first use; the dashboard's browser tests drive them through Selenium.
+    """
+    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+        done = subprocess.run("apt-get install -y -q chromium chromium-driver || (apt-get update -q && "
+                              "apt-get install -y -q chromium chromium-driver)", shell=True, capture_output=True,
+                              text=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
+            unavailable("chromium", f"apt-get install chromium chromium-driver failed: {done.stderr[-500:]}")
+    return str(CHROMIUM), str(CHROMEDRIVER)

@@ -29,6 +29,7 @@ import click
 from jobbridge import __version__
 from jobbridge.cli.beat import beat
 from jobbridge.cli.celery_options import CELERY_REFUSED
+from jobbridge.cli.dashboard import dashboard
 from jobbridge.cli.failures import failed, flush, retry
 from jobbridge.cli.monitoring import ping, workers
 from jobbridge.cli.operator import enqueue, purge
@@ -84,7 +85,7 @@ def demo(path: str | None, jobs: int) -> None:
 
 
 for _command in (worker, beat, enqueue, purge, failed, retry, flush, status, migrate, reclaim, workers, ping,
-                 demo):
+                 demo, dashboard):
     cli.add_command(_command)
 add_commands(cli, load_bridge, configure_logging)
 

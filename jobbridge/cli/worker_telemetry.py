@@ -24,7 +24,7 @@ import click
 from jobbridge.app import JobBridge
 from jobbridge.supervisor import Supervisor
 from jobbridge.worker import Worker, WorkerOptions
-from jobbridge.worker_monitor import WorkerMonitor, registry_for
+from jobbridge.worker_monitor import WorkerMonitor, registry_for, throughput_for
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: the metrics server's address unless --metrics-host says otherwise: this host alone
@@ -76,7 +76,7 @@ class Telemetry:
                 prometheus.serve(bridge, worker.options.connection, self.metrics_host, self.metrics_port,
                                  processes=lambda: 1)
         monitor = WorkerMonitor(worker, registry_for(bridge, worker.options.connection), self.health_file,
-                                samplers=samplers)
+                                samplers=samplers, throughput=throughput_for(bridge, worker.options.connection))
         monitor.start()
         try:
             yield

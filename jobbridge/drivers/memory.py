@@ -19,6 +19,7 @@ from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.base import Capabilities, FailedFilter
 from jobbridge.drivers.memory_ages import MemoryAges
 from jobbridge.drivers.memory_schedules import MemorySchedules
+from jobbridge.drivers.memory_throughput import MemoryThroughput
 from jobbridge.drivers.memory_workers import MemoryWorkers
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
@@ -71,6 +72,7 @@ class MemoryDriver:
         self.rate_buckets = LocalBuckets(clock.now, shared=True)  # one process: shared by all it runs
         self.schedules = MemorySchedules(self)
         self.workers = MemoryWorkers(clock)
+        self.throughput = MemoryThroughput(clock)
         self.ages = MemoryAges(self)
 
     def _enqueue(self, row: _Row, available_at: float) -> None:

@@ -57,6 +57,7 @@ from jobbridge.drivers.database.schedules import DatabaseSchedules
 from jobbridge.drivers.database.schema import jobs
 from jobbridge.drivers.database.server_clock import server_clock
 from jobbridge.drivers.database.settings import Timeouts
+from jobbridge.drivers.database.throughput import DatabaseThroughput
 from jobbridge.drivers.database.workers import DatabaseWorkers
 from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
 
@@ -123,6 +124,7 @@ class DatabaseDriver:
         self.locks = LockStore(self.engine, self.dialect, self.clock, self._joined)
         self.schedules = DatabaseSchedules(self)
         self.workers = DatabaseWorkers(self)
+        self.throughput = DatabaseThroughput(self)
         self.ages = DatabaseAges(self)
         self._claim = claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)

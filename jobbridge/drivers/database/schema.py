@@ -27,8 +27,9 @@ from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 #: the version `migrate()` records in ``jobbridge_schema``; bumped by every schema change:
 #: 1 the jobs, failed jobs, locks and schema tables; 2 adds ``jobbridge_schedules``; 3 adds the
 #: failed store's per-queue and per-name indexes (``jobbridge failed --queue/--job``); 4 adds
-#: ``jobbridge_rate_buckets`` (shared rate limits) and ``jobbridge_workers`` (live workers' heartbeats)
-SCHEMA_VERSION = 4
+#: ``jobbridge_rate_buckets`` (shared rate limits) and ``jobbridge_workers`` (live workers' heartbeats);
+#: 5 adds ``jobbridge_throughput`` (the dashboard's per-minute counters)
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -121,6 +122,19 @@ workers = Table(
     Column("last_beat", TIME, nullable=False),
     Column("body", ERROR_TEXT, nullable=False),
     Index("jobbridge_workers_last_beat", "last_beat"),
+    **MYSQL_TABLE,
+)
+
+# ended attempts per queue and minute (jobbridge.drivers.database.throughput), added to by each worker's
+# heartbeat; the key leads with the minute, so a chart's range and the prune read one index range
+throughput = Table(
+    "jobbridge_throughput",
+    metadata,
+    Column("minute", Integer, primary_key=True, autoincrement=False),
+    Column("queue", String(191), primary_key=True),
+    Column("processed", Integer, nullable=False, default=0),
+    Column("failed", Integer, nullable=False, default=0),
+    Column("released", Integer, nullable=False, default=0),
     **MYSQL_TABLE,
 )
 

@@ -34,6 +34,7 @@ from jobbridge.drivers.redis.rate_buckets import RateBuckets
 from jobbridge.drivers.redis.schedules import RedisSchedules
 from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.drivers.redis.settings import RedisSettings
+from jobbridge.drivers.redis.throughput import RedisThroughput
 from jobbridge.drivers.redis.workers import RedisWorkers
 from jobbridge.envelope import Envelope, QueueCounts, Reservation
 from jobbridge.errors import DriverError
@@ -85,6 +86,7 @@ class RedisDriver:
         self.rate_buckets = RateBuckets(self.client, self.keys)
         self.schedules = RedisSchedules(self)
         self.workers = RedisWorkers(self)
+        self.throughput = RedisThroughput(self)
         self.ages = RedisAges(self)
 
     def _server_time(self) -> float:
