@@ -91,6 +91,12 @@ class Celery:
         self.on_after_configure = Signal("on_after_configure", propagate=True)
         self.on_after_finalize = Signal("on_after_finalize", propagate=True)
         self.on_after_fork = Signal("on_after_fork", propagate=True)
+        self._configure(broker, backend, include, changes, config_source, kwargs)
+        shared.register_app(self, set_as_current)
+
+    def _configure(self, broker: str | None, backend: Any, include: Sequence[str] | None,
+                   changes: Mapping[str, Any] | None, config_source: Any, kwargs: Mapping[str, Any]) -> None:
+        """The settings the constructor was given, in Celery's order: its own arguments, then the rest."""
         if broker is not None:
             self.conf.set("broker_url", broker)
         if backend is not None:
@@ -100,7 +106,6 @@ class Celery:
         self.conf.update(changes or {}, **kwargs)
         if config_source is not None:
             self.config_from_object(config_source)
-        shared.register_app(self, set_as_current)
 
     def __repr__(self) -> str:
         return f"<Celery {self.main or '__main__'} at {id(self):#x} (jobbridge)>"
