@@ -8,7 +8,9 @@ by the error instead, which names the store and the setting (with its value)
 that ended the wait, and by what the silent server saw (one connection per try).
 
 Drivers run side by side, each in a thread (or a process) of its own, so the
-defaults' waits (5 to 10 s) overlap instead of adding up.
+defaults' waits (5 to 10 s) overlap instead of adding up; and those waits,
+with nothing configured, start with the module and run while its other tests
+do (`unconfigured`), to be collected by the last test.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -77,25 +80,36 @@ DEFAULT_BOUND = {"postgresql": ("connect_timeout = 5 s", "JOBBRIDGE_DATABASE_CON
                  "kafka": ("request_timeout", "JOBBRIDGE_KAFKA_REQUEST_TIMEOUT")}
 
 
-def each_at_once(calls: Mapping[str, Callable[[], object]]) -> dict[str, BaseException | None]:
-    """Run every call in a thread of its own, all at once; what each raised (None: it returned)."""
-    raised: dict[str, BaseException | None] = {}
+class Started:
+    """Calls running each in a thread of its own, all started at once; `raised` collects them."""
 
-    def run(name: str, call: Callable[[], object]) -> None:
+    def __init__(self, calls: Mapping[str, Callable[[], object]]) -> None:
+        self.names = set(calls)
+        self._raised: dict[str, BaseException | None] = {}
+        self._threads = [threading.Thread(target=self._run, args=item, daemon=True) for item in calls.items()]
+        self._began = time.monotonic()
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self, name: str, call: Callable[[], object]) -> None:
         try:
             call()
-            raised[name] = None
+            self._raised[name] = None
         except BaseException as exc:
-            raised[name] = exc
+            self._raised[name] = exc
 
-    threads = [threading.Thread(target=run, args=item, daemon=True) for item in calls.items()]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(HANG)
-    hung = sorted(set(calls) - set(raised))
-    assert not hung, f"still waiting after {HANG:g} s: {hung}"
-    return raised
+    def raised(self) -> dict[str, BaseException | None]:
+        """What each call raised (None: it returned); a call still running `HANG` s after the start fails."""
+        for thread in self._threads:
+            thread.join(max(0.0, self._began + HANG - time.monotonic()))
+        hung = sorted(self.names - set(self._raised))
+        assert not hung, f"still waiting after {HANG:g} s: {hung}"
+        return dict(self._raised)
+
+
+def each_at_once(calls: Mapping[str, Callable[[], object]]) -> dict[str, BaseException | None]:
+    """Run every call in a thread of its own, all at once; what each raised (None: it returned)."""
+    return Started(calls).raised()
 
 
 def assert_names(text: str, driver: str, port: int, bound: tuple[str, ...]) -> None:
@@ -128,14 +142,19 @@ def silent() -> Iterator[dict[str, Silent]]:
         server.close()
 
 
-def test_with_nothing_configured_a_dispatch_to_a_silent_store_fails_naming_it(
-        silent: dict[str, Silent], tmp_path: Path) -> None:
-    raised = each_at_once({d: dispatch(settings_for(d, silent[d].port, tmp_path)) for d in DRIVERS})
-    for driver in DRIVERS:
-        assert_unavailable(raised[driver], driver, silent[driver].port, DEFAULT_BOUND[driver])
-    # one connection per try: the database driver's clock sample and its statement share one wait,
-    # and SQS's two tries (max_attempts) are the only retry
-    assert silent["postgresql"].accepted == 1 and silent["sqs"].accepted == 2
+@pytest.fixture(scope="module", autouse=True)
+def unconfigured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict[str, Silent], Started]]:
+    """A dispatch with nothing configured to a silent server of each driver, started with the module.
+
+    Their default waits (up to 10 s) are the longest here: they run while the module's other tests do,
+    each of which has silent servers of its own, and the last test collects them.
+    """
+    servers = {driver: Silent() for driver in DRIVERS}
+    tmp = tmp_path_factory.mktemp("unconfigured")
+    started = Started({d: dispatch(settings_for(d, servers[d].port, tmp)) for d in DRIVERS})
+    yield servers, started
+    for server in servers.values():
+        server.close()
 
 
 #: short timeouts, written as settings: each driver is bounded by what it is told
@@ -327,3 +346,14 @@ def test_the_result_stores_are_bounded_too(silent: dict[str, Silent]) -> None:
     })
     assert_unavailable(raised["postgresql"], "postgresql", pg, ("connect_timeout = 2 s",))
     assert_unavailable(raised["redis"], "redis", redis_port, ("response_timeout_ms = 300",))
+
+
+def test_with_nothing_configured_a_dispatch_to_a_silent_store_fails_naming_it(
+        unconfigured: tuple[dict[str, Silent], Started]) -> None:
+    silent, started = unconfigured  # last in the module: the dispatches have been waiting since its start
+    raised = started.raised()
+    for driver in DRIVERS:
+        assert_unavailable(raised[driver], driver, silent[driver].port, DEFAULT_BOUND[driver])
+    # one connection per try: the database driver's clock sample and its statement share one wait,
+    # and SQS's two tries (max_attempts) are the only retry
+    assert silent["postgresql"].accepted == 1 and silent["sqs"].accepted == 2

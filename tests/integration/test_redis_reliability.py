@@ -33,6 +33,7 @@ from tests.services import ensure_redis
 pytestmark = pytest.mark.slow
 
 LEASE = 3.0
+LONG = 2 * LEASE  # the long job: two whole reservations, with its worker alive throughout
 OWN_REDIS_PORT = 6394
 
 
@@ -174,7 +175,7 @@ def test_a_job_longer_than_its_reservation_runs_once_with_its_worker_alive(
 ) -> None:
     store = shared(reservation=LEASE)
     workers = [store.worker("--concurrency", "2", "--sleep", "0.05") for _ in range(2)]
-    job_id = store.bridge.dispatch(app.Slow(tag="long", seconds=8))
+    job_id = store.bridge.dispatch(app.Slow(tag="long", seconds=LONG))
     wait_for(lambda: store.done([job_id]), "the long job", timeout=60)
     wait_for(lambda: pending(store.driver, "default") == 0, "its acknowledgement")
     assert all(proc.poll() is None for proc in workers)
@@ -185,6 +186,6 @@ def test_a_job_longer_than_its_reservation_runs_once_with_its_worker_alive(
     (run,) = store.runs.all()
     assert run.attempt == 1 and run.finished_at is not None
     took = run.finished_at - run.started_at
-    assert took >= 8
+    assert took >= LONG
     print(f"\n[redis long job] one run of {took:.1f}s with a {LEASE:g}s reservation ({took / LEASE:.1f} "
           f"reservations), attempt 1, beside a second worker that reclaims every {LEASE / 2:g}s")

@@ -1,10 +1,11 @@
 """Real processes: three ``jobbridge worker --schedule`` and one ``jobbridge scheduler`` on one store.
 
-A 2-second entry runs for about half a minute while one of the four processes
-is SIGKILLed every few seconds and started again. No process leads and none is
-told about the others: every tick's job is still dispatched exactly once (one
-job id per tick) and runs, and no tick between the first and the last is
-skipped. On PostgreSQL and on Redis.
+A 2-second entry runs while one of the four processes is SIGKILLed every few
+seconds and started again, until at least `MIN_KILLS` kills and `MIN_TICKS`
+ticks have passed (about twenty seconds). No process leads and none is told
+about the others: every tick's job is still dispatched exactly once (one job
+id per tick) and runs, and no tick between the first and the last is skipped.
+On PostgreSQL and on Redis.
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ from tests.services import ensure_redis
 pytestmark = pytest.mark.slow
 
 APP = "tests.integration.schedule_app:make_bridge"
-#: about how long the entry runs while processes are killed, and how often one is
-RUN_FOR, KILL_EVERY = 30.0, 5.0
+#: the kills and ticks the scenario runs to, at the least, and about how often a process is killed
+MIN_KILLS, MIN_TICKS, KILL_EVERY = 4, 10, 4.0
 ROLES: list[tuple[str, ...]] = [("worker", "--schedule", "--concurrency", "2", "--sleep", "0.2")] * 3 + [("scheduler",)]
 
 
@@ -72,6 +73,11 @@ def read_runs(path: Path) -> dict[float, set[str]]:
     return by_tick
 
 
+def last_passed() -> float:
+    """The latest tick every live scheduler has seen pass (the one before the current one)."""
+    return math.floor(time.time() / EVERY) * EVERY - EVERY
+
+
 def test_four_schedulers_killed_in_turn_dispatch_every_tick_once(store: dict[str, str], tmp_path: Path) -> None:
     runs = tmp_path / "runs.txt"
     procs = Processes(tmp_path, {**store, RUNS_VARIABLE: str(runs), "JOBBRIDGE_RESERVATION": "4"})
@@ -80,22 +86,22 @@ def test_four_schedulers_killed_in_turn_dispatch_every_tick_once(store: dict[str
         running = [procs.run(*role) for role in ROLES]
         wait_for(lambda: read_runs(runs), "the first tick's job to run", timeout=90)
         first = min(read_runs(runs))
-        deadline = time.monotonic() + RUN_FOR
-        kills = 0
-        while time.monotonic() < deadline:
-            time.sleep(KILL_EVERY * rng.uniform(0.6, 1.4))  # the cadence of the kills, not a wait for an outcome
-            victim = rng.randrange(len(running))
-            procs.kill(running[victim])
-            running[victim] = procs.run(*ROLES[victim])
-            kills += 1
-        last = math.floor(time.time() / EVERY) * EVERY - EVERY  # a tick every live scheduler has seen pass
+        kills, next_kill = 0, time.monotonic() + KILL_EVERY * rng.uniform(0.6, 1.4)
+        while kills < MIN_KILLS or last_passed() - first < (MIN_TICKS - 1) * EVERY:
+            if time.monotonic() >= next_kill:  # the cadence of the kills, not a wait for an outcome
+                victim = rng.randrange(len(running))
+                procs.kill(running[victim])
+                running[victim] = procs.run(*ROLES[victim])
+                kills, next_kill = kills + 1, time.monotonic() + KILL_EVERY * rng.uniform(0.6, 1.4)
+            time.sleep(0.1)  # polling for the scenario's end
+        last = last_passed()
         wanted = {first + EVERY * k for k in range(int((last - first) / EVERY) + 1)}
         wait_for(lambda: wanted <= set(read_runs(runs)), "every tick's job to run (a killed worker's job "
                  "comes back when its 4 s reservation lapses)", timeout=90)
         for proc in running:
             procs.kill(proc)  # nothing is asserted of their exits: the runs are all in
         by_tick = read_runs(runs)
-        assert kills >= 4 and len(wanted) >= 10
+        assert kills >= MIN_KILLS and len(wanted) >= MIN_TICKS
         missing = sorted(wanted - set(by_tick))
         doubled = {tick: ids for tick, ids in by_tick.items() if len(ids) > 1}
         assert not missing, f"ticks skipped: {missing}"
