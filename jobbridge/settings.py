@@ -45,6 +45,7 @@ TOP_FIELDS: dict[str, Field] = {
     "results": Field("str"),
     "result_ttl": Field("float", above=0),
     "timezone": Field("str"),
+    "start_retries": Field("int", least=0),
 }
 RESULT_DRIVERS = ("database", "redis", "memory")
 DEFAULT_RESULT_TTL = 86400.0
@@ -107,6 +108,8 @@ class Settings:
     #: whether ``queues`` was set (any list but the default counts as set): a worker started without
     #: -Q works the ``queues`` setting when it was, else the queues its registered jobs name
     queues_given: bool = False
+    #: times a worker tries its store again, with backoff, when it cannot reach it at start (0: it exits)
+    start_retries: int = 0
 
     def __repr__(self) -> str:
         """Every field, with the results URL's credentials masked (each connection masks its own)."""
@@ -261,6 +264,7 @@ def _build(data: Mapping[str, Any], src: Source) -> Settings:
         sleep=values.get("sleep", 1.0), reservation=reservation, source=src.name,
         results=values.get("results"), result_ttl=values.get("result_ttl", DEFAULT_RESULT_TTL),
         timezone=values.get("timezone"), queues_given="queues" in values,
+        start_retries=values.get("start_retries", 0),
         schedules=schedules_section.check_section(data.get("schedules", {}), src.name, values.get("timezone")))
     settings.check_reservations()
     return settings

@@ -8,23 +8,31 @@ check and the signals.
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
+import time
 from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from jobbridge.errors import ConfigurationError
+from jobbridge.drivers.base import Driver, JobChecking, JobLimits
+from jobbridge.errors import ConfigurationError, DriverUnavailable
 from jobbridge.job import DEFAULT_QUEUE, options_of
+from jobbridge.limits import MAX_TIMEOUT
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
+
+log = logging.getLogger("jobbridge.worker")
+#: the first wait before a worker tries an unreachable store again at start, added to at each retry; the longest
+START_BACKOFF, START_BACKOFF_MAX = 2.0, 30.0
 
 
 def check_worker_driver(bridge: JobBridge, connection: str | None = None) -> None:
     """Refuse a driver that a worker *process* cannot serve (sync, memory); run its start-up checks."""
     conn = bridge.settings.connection(connection)
-    driver = bridge.driver(conn.name)
+    driver = _reached(bridge, conn.name)
     if not driver.capabilities.needs_a_worker:
         raise ConfigurationError(
             f"connection {conn.name!r} uses the {conn.driver} driver, which runs every job inside "
@@ -37,11 +45,40 @@ def check_worker_driver(bridge: JobBridge, connection: str | None = None) -> Non
             "process that dispatched them: a worker in another process can never see them. Use the "
             "database driver (SQLite by default) or redis; in tests, run jobs in-process with "
             "bridge.run_pending() or jobbridge.worker.Worker.")
-    driver.check()
-    # a driver whose broker cuts off a job held too long (amqp's consumer_timeout) refuses such a job now
-    check_jobs = getattr(driver, "check_jobs", None)
-    if check_jobs is not None:
-        check_jobs([(options_of(cls).name, options_of(cls).timeout) for cls in bridge.registry.classes()])
+    # a driver whose broker cuts off a job held too long (amqp's consumer_timeout) refuses such a job now,
+    # and names each job without a timeout that it may cut off
+    if isinstance(driver, JobChecking):
+        for line in driver.check_jobs(job_limits(bridge)):
+            log.warning("%s", line)
+
+
+def _reached(bridge: JobBridge, name: str) -> Driver:
+    """The connection's driver, opened and checked; a store out of reach at start is tried again with backoff
+    (2 s, then 2 s more each time, at most 30 s) ``start_retries`` times before the worker gives up."""
+    retries = bridge.settings.start_retries
+    for attempt in range(retries + 1):
+        try:
+            driver = bridge.driver(name)
+            driver.check()
+            return driver
+        except DriverUnavailable as exc:
+            if attempt == retries:
+                raise
+            delay = min(START_BACKOFF_MAX, START_BACKOFF * (attempt + 1))
+            log.warning("connection %r cannot be reached at start (%s); trying again in %gs (retry %d of %d, "
+                        "start_retries)", name, exc, delay, attempt + 1, retries)
+            time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def job_limits(bridge: JobBridge) -> list[JobLimits]:
+    """Each registered job type's name and timeout; a timeout of `MAX_TIMEOUT` (30 days, what a Celery task
+    without a time limit gets, and the clamp of any longer one) counts as none."""
+    out = []
+    for cls in bridge.registry.classes():
+        options = options_of(cls)
+        out.append(JobLimits(options.name, None if options.timeout >= MAX_TIMEOUT else options.timeout))
+    return out
 
 
 def worked_queues(bridge: JobBridge, given: Sequence[str] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:

@@ -18,7 +18,9 @@ anything else                               refused, naming the schemes that wor
 ==========================================  ==================================================
 
 Its transport options, and ``broker_connection_timeout``, become the driver's
-own settings, or are refused saying why (compat/config/transport_options.py).
+own settings, or are refused saying why (compat/config/transport_options.py);
+so do the broker connection settings (heartbeat, login, TLS, pool, retries at
+start: compat/config/broker_connection.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from urllib.parse import unquote, urlsplit
 from jobbridge.redaction import quoted
 
 from ..exceptions import ImproperlyConfigured, RefusedFeature
-from . import transport_options
+from . import broker_connection, transport_options
 
 _DATABASE = ("sqlite", "postgresql", "postgres", "mysql", "mariadb", "django")
 _WORKING = ("redis://host:6379/0, rediss://..., amqp://user:password@host:5672/vhost, sqla+postgresql://user@host/db "
@@ -83,17 +85,23 @@ def driver_of(url: str) -> str:
 
 
 def jobbridge_backend(url: str, options: Mapping[str, Any] | None,
-                      connect_timeout: Any = None, shared_store: str | None = None) -> dict[str, Any]:
+                      connect_timeout: Any = None, shared_store: str | None = None,
+                      connection: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The jobbridge settings that name the backend for ``url``, with its transport options and
     ``broker_connection_timeout`` (``connect_timeout``, seconds; a transport option's own wins).
 
     ``shared_store`` is the result backend's store URL: on RabbitMQ it also holds the failed jobs
-    and unique locks (`_amqp`)."""
+    and unique locks (`_amqp`). ``connection`` holds the broker connection settings the app set
+    (`broker_connection.given`): the amqp driver's heartbeat, login and TLS, and on every driver
+    the retries at a worker's start; another driver refuses what it cannot honour."""
     check_url(url)
     driver = driver_of(url)
     opts = dict(options or {})
+    given = dict(connection or {})
+    retries = broker_connection.start_retries(given)
     if driver == "amqp":
-        return _amqp(url, opts, connect_timeout, shared_store)
+        return {**_amqp(url, opts, connect_timeout, shared_store, given), **retries}
+    broker_connection.refused_elsewhere(given, driver)
     if driver == "redis":
         backend = {"driver": "redis", "redis_url": url, **_options(opts, transport_options.REDIS, "redis")}
     elif driver == "database":
@@ -108,10 +116,11 @@ def jobbridge_backend(url: str, options: Mapping[str, Any] | None,
                    **_options(opts, transport_options.COMMON, "kafka")}
     else:
         backend = _sqs(url, opts)
-    return {**_connect_timeout(backend, connect_timeout), **backend}
+    return {**_connect_timeout(backend, connect_timeout), **backend, **retries}
 
 
-def _amqp(url: str, opts: Mapping[str, Any], connect_timeout: Any, shared_store: str | None) -> dict[str, Any]:
+def _amqp(url: str, opts: Mapping[str, Any], connect_timeout: Any, shared_store: str | None,
+          connection: Mapping[str, Any]) -> dict[str, Any]:
     """RabbitMQ as connection ``broker``, its failed store and unique locks in connection ``shared``.
 
     RabbitMQ cannot list or retry failed jobs nor hold a lock, so the amqp driver keeps them in a
@@ -126,6 +135,7 @@ def _amqp(url: str, opts: Mapping[str, Any], connect_timeout: Any, shared_store:
     broker: dict[str, Any] = {"driver": "amqp", "url": url, "locks": "shared", **_options(opts, transport_options.AMQP,
                                                                                           "amqp")}
     broker.update(_connect_timeout({"driver": "amqp"}, connect_timeout))
+    broker.update(broker_connection.amqp_connection(connection))
     store = "redis" if scheme_of(shared_store).startswith("redis") else "database"
     return {"connections": {"default": "broker", "broker": broker, "shared": {"driver": store, "url": shared_store}}}
 

@@ -4,8 +4,10 @@ As in Celery, an explicit ``apply_async(queue=...)`` wins, then a ``queue`` set 
 the task, then the first route in ``task_routes`` that answers (a dict by exact
 name, glob or compiled regex; a list of such dicts; a router function
 ``(name, args, kwargs, options, task=...)``; or a dotted path to one), then
-``task_default_queue``. jobbridge routes by queue name alone: a route's
-``exchange`` and ``routing_key`` change nothing, and a ``priority`` is refused.
+``task_default_queue``. A route (or a call) naming an ``exchange`` and a
+``routing_key`` rather than a queue reaches the queue ``task_queues`` binds with
+them, as RabbitMQ would route it (compat/config/bindings.py); a ``priority`` is
+refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 
 from ..exceptions import ImproperlyConfigured, RefusedFeature
 from ..ports import AppPort, TaskPort
+from . import bindings
 from .settings import check_queue, load_object
 
 Router = Callable[..., Any]
@@ -81,32 +84,46 @@ def _legacy(router: Any) -> Router:
     return fn
 
 
-def _queue_of(route: Any) -> str | None:
+def _route_of(route: Any) -> dict[str, Any] | None:
+    """A router's answer as ``{queue, exchange, routing_key}`` (None: this router has no route)."""
     if route is None:
         return None
     if isinstance(route, str):
-        return route
+        return {"queue": route}
     if isinstance(route, Mapping):
         if route.get("priority") is not None:
             raise RefusedFeature(f"the route {dict(route)!r} sets a priority: jobbridge orders work by queue, "
                                  "not by message priority; route urgent tasks to a queue of their own")
-        queue = route.get("queue")
-        return None if queue is None else str(getattr(queue, "name", queue))
+        return {key: route[key] for key in ("queue", "exchange", "routing_key") if route.get(key) is not None}
     raise ImproperlyConfigured(f"a router returned {route!r}; a route is a queue name or a dict with 'queue'")
 
 
 def queue_for(app: AppPort, name: str, task: TaskPort | None, args: Sequence[Any], kwargs: Mapping[str, Any],
               options: Mapping[str, Any]) -> str:
-    """The queue a call goes to; a queue missing from task_queues is refused when create_missing is off."""
-    queue = options.get("queue") or (getattr(task, "queue", None) if task is not None else None)
-    if queue is None:
+    """The queue a call goes to; a queue missing from task_queues is refused when create_missing is off.
+
+    The call's ``queue`` wins, then the task's, then the first route; a call or route that names
+    an ``exchange`` and ``routing_key`` instead goes to the queue ``task_queues`` binds with them
+    (`bindings.queue_for_key`), as RabbitMQ would route it; a ``routing_key`` alone is read on the
+    default exchange.
+    """
+    route: dict[str, Any] = {key: options[key] for key in ("queue", "routing_key") if options.get(key)}
+    if route and options.get("exchange") is not None:
+        route["exchange"] = options["exchange"]  # "" too: the default exchange, which routes by queue name
+    if "queue" not in route and task is not None and getattr(task, "queue", None):
+        route = {"queue": task.queue}
+    if not route:
         for router in routers(app.conf["task_routes"]):
-            queue = _queue_of(router(name, args, kwargs, dict(options), task=task))
-            if queue is not None:
+            found = _route_of(router(name, args, kwargs, dict(options), task=task))
+            if found:
+                route = found
                 break
-    routing_key = options.get("routing_key")
-    if queue is None and routing_key:
-        queue = routing_key  # a direct exchange delivers by routing key to the queue of that name
+    queue = route.get("queue")
+    if queue is None and route.get("routing_key"):
+        if app.conf["task_queues"]:
+            queue = bindings.queue_for_key(app.conf, route.get("exchange"), str(route["routing_key"]), name)
+        else:
+            queue = route["routing_key"]  # no bindings declared: a direct exchange delivers to the queue of that name
     name_of_queue = str(getattr(queue, "name", queue)) if queue is not None else app.conf["task_default_queue"]
     check_queue(app.conf, name_of_queue)
     return name_of_queue

@@ -38,17 +38,13 @@ def _json(value: Any) -> bool:
 _QUEUE_NAMES = "jobbridge routes by queue name alone: there are no exchanges, bindings or queue types to declare"
 _CONNECTION = ("each jobbridge driver manages its own client, bounded by the store's connect and answer "
                "timeouts: a worker backs off and retries a store that fails, and never exits for it")
-_RETRIES_FOR_EVER = ("remove it: a worker never gives up on its store (it retries with backoff for as long as it "
-                     "runs; stop it from outside if it must exit), and a dispatch fails at once")
 _PUBLISH = ("a dispatch that cannot reach the store fails at once with DriverUnavailable, within the store's "
             "connect and answer timeouts, so the caller decides (retry, or fail the request)")
 _PUBLISH_INSTEAD = ("remove it; on redis, redis_reconnect = true (and redis_reconnect_attempts) sends a command "
                     "again across a dropped connection")
-_POOL_LIMIT = ("jobbridge does not cap its connections to the store by a setting: each process holds a few "
-               "(redis: one per thread that talks at once; a database: SQLAlchemy's pool, 5 kept and 10 more at "
-               "a peak)")
-_AMQP_ONLY = ("it configures an AMQP connection, which jobbridge does not have; a store that stops answering "
-              "fails each call within its connect and answer timeouts")
+_CHANNEL_ERRORS = ("a request RabbitMQ refuses (a channel error: a queue declared with other arguments, a message "
+                   "too large) fails at once with the broker's reason; a lost connection is opened again at the "
+                   "next call")
 _WORKER_LOGGING = ("the worker adds a log handler only when the root logger has none, and leaves stdout and "
                    "stderr alone; connect setup_logging to configure logging yourself")
 _ACKS = ("a job is acknowledged only after its attempt ends, and a job whose worker is lost comes back "
@@ -86,9 +82,15 @@ _add(Rule("honour", "read per key (docs/compat.md, broker URLs): each option bec
 broker_transport_options BROKER_TRANSPORT_OPTIONS
 """)
 _add(Rule("honour", "how long connecting to the store may take: the driver's connect timeout (redis "
-          "connect_timeout_ms, database, sqs and kafka connect_timeout; a transport option's own wins); SQLite "
-          "and memory have nothing to connect to"), """
+          "connect_timeout_ms, database, sqs, kafka and amqp connect_timeout; a transport option's own wins); "
+          "SQLite and memory have nothing to connect to"), """
 broker_connection_timeout BROKER_CONNECTION_TIMEOUT
+""")
+# jobbridge's own, not Celery's (Celery ignores it): speak Celery's wire on the broker (compat/config/wire.py)
+_add(Rule("honour", "'celery': jobs and results in Celery's own protocol and layout on the broker, so Celery and "
+          "jobbridge processes share its queues during a rolling migration (docs/celery-wire.md); unset or "
+          "'jobbridge': the native driver"), """
+jobbridge_wire CELERY_JOBBRIDGE_WIRE
 """)
 _add(Rule("honour", "the facade runs tasks inline at delay()/apply_async(), as Celery does"), """
 task_always_eager CELERY_ALWAYS_EAGER
@@ -136,30 +138,50 @@ task_create_missing_queue_exchange_type CELERY_CREATE_MISSING_QUEUE_EXCHANGE_TYP
 worker_detect_quorum_queues CELERYD_DETECT_QUORUM_QUEUES
 broker_native_delayed_delivery_queue_type BROKER_NATIVE_DELAYED_DELIVERY_QUEUE_TYPE
 """)
-_add(Rule("accept", _AMQP_ONLY), """
+_add(Rule("honour", "amqp: the connection's heartbeat (seconds; 0 or None: none); another driver refuses any "
+          "value but 0 or None (heartbeats belong to an AMQP connection)"), """
 broker_heartbeat BROKER_HEARTBEAT
+""")
+_add(Rule("honour", "amqp: any positive rate is met, as the driver checks and sends heartbeats at each reserve (at "
+          "least once a second) and each lease renewal; another driver refuses any value but Celery's 2"), """
 broker_heartbeat_checkrate BROKER_HEARTBEAT_CHECKRATE
+""")
+_add(Rule("honour", "amqp: how the connection logs in (AMQPLAIN, PLAIN or EXTERNAL; anything else refused); "
+          "another driver refuses it (it logs in with the URL's credentials)"), """
 broker_login_method BROKER_LOGIN_METHOD
+""")
+_add(Rule("honour", "amqp: TLS on an amqp:// URL (as amqps://), with Celery's dict of ca_certs, certfile, keyfile, "
+          "cert_reqs and server_hostname; another driver refuses it (TLS is chosen by its URL: rediss://)"), """
+broker_use_ssl BROKER_USE_SSL
+""")
+_add(Rule("accept", _CHANNEL_ERRORS, "remove it: a refused request is reported, never sent again", _is(False, None)),
+     """
 broker_channel_error_retry BROKER_CHANNEL_ERROR_RETRY
 """)
 _add(Rule("accept", "there are no per-worker queues; " + _QUEUE_NAMES,
           "remove it; to send work to one worker, give it a queue of its own (-Q)", _is(False, None)), """
 worker_direct CELERY_WORKER_DIRECT
 """)
-_add(Rule("accept", _CONNECTION), """
+_add(Rule("honour", "every driver: True makes a worker that cannot reach its store at start try again with backoff "
+          "(2 s, 2 s more each time, at most 30 s), broker_connection_max_retries times (100 unless set; None or 0: "
+          "for ever) before it exits (jobbridge's start_retries); False or unset: it exits at once"), """
 broker_connection_retry_on_startup BROKER_CONNECTION_RETRY_ON_STARTUP
+""")
+_add(Rule("honour", "the bound on a worker's retries at start (with broker_connection_retry_on_startup = True; "
+          "refused without it, since a running worker never gives up on its store)"), """
+broker_connection_max_retries BROKER_CONNECTION_MAX_RETRIES
+""")
+_add(Rule("honour", "amqp: a cap of 2 or more (or None) is kept, as each process holds two connections, one to "
+          "push and one to reserve; 1 is refused. Another driver refuses any value but None (it does not cap "
+          "its connections by a setting)"), """
+broker_pool_limit BROKER_POOL_LIMIT
+""")
+_add(Rule("accept", _CONNECTION), """
 broker_pool_acquire_timeout BROKER_POOL_ACQUIRE_TIMEOUT
 worker_cancel_long_running_tasks_on_connection_loss CELERYD_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS
 """)
 _add(Rule("accept", _CONNECTION, "remove it: a worker never exits for a store that fails", _is(True, None)), """
 broker_connection_retry BROKER_CONNECTION_RETRY
-""")
-_add(Rule("accept", _CONNECTION, _RETRIES_FOR_EVER, _is(None, 0)), """
-broker_connection_max_retries BROKER_CONNECTION_MAX_RETRIES
-""")
-_add(Rule("accept", _POOL_LIMIT, "remove it; jobbridge's connections are not capped by a setting",
-          _is(None)), """
-broker_pool_limit BROKER_POOL_LIMIT
 """)
 _add(Rule("accept", _PUBLISH, _PUBLISH_INSTEAD, _is(False, None)), """
 task_publish_retry CELERY_TASK_PUBLISH_RETRY
@@ -307,11 +329,6 @@ broker_transport BROKER_TRANSPORT
 broker_read_url BROKER_READ_URL
 broker_write_url BROKER_WRITE_URL
 broker_failover_strategy BROKER_FAILOVER_STRATEGY
-""")
-_add(Rule("refuse", "TLS is chosen by the URL",
-          "use a rediss:// URL; TLS options go in its query string (rediss://host:6380/0?ssl_cert_reqs=required)",
-          _empty), """
-broker_use_ssl BROKER_USE_SSL
 """)
 _add(Rule("refuse", "a worker takes its process recycling from the command line",
           "pass --max-tasks-per-child N to jobbridge worker", _empty), """

@@ -23,7 +23,7 @@ from jobbridge.settings import Settings
 
 from ..exceptions import ImproperlyConfigured, QueueNotFound, RefusedFeature
 from ..ports import ConfPort
-from . import backends, brokers
+from . import backends, broker_connection, brokers, wire
 from .setting_sources import FROM_ENVIRONMENT, Source, environment_value, refuse_a_second_broker
 from .setting_sources import load_object as load_object  # where the facade finds it
 from .setting_table import NEW_NAMES, OLD_NAMES, RULES
@@ -43,7 +43,8 @@ DEFAULTS: dict[str, Any] = {
 # Settings whose change after the jobbridge app was built means it must be built again.
 BACKEND_KEYS = frozenset({"broker_url", "broker_transport_options", "worker_concurrency", "task_queues",
                           "task_default_queue", "result_backend", "result_expires", "database_url",
-                          "task_ignore_result", "task_track_started", "broker_connection_timeout"})
+                          "task_ignore_result", "task_track_started", "broker_connection_timeout",
+                          "jobbridge_wire", *broker_connection.NAMES})
 _CELERY_LOOKING = ("CELERY", "BROKER_")
 
 
@@ -335,7 +336,14 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
         # only a timeout the app set: unset, each driver keeps its own default (docs/configuration.md)
         timeout = conf["broker_connection_timeout"] if conf.value_set_for("broker_connection_timeout") else None
         shared = backends.results_url(conf["result_backend"], conf["database_url"]) if results_enabled(conf) else None
-        celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout, shared))
+        if wire.speaks_celery(conf["jobbridge_wire"]):  # Celery's own messages, beside a Celery fleet
+            celery.update(wire.backend(url, conf["broker_transport_options"], shared))
+        else:
+            celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout, shared,
+                                                    broker_connection.given(conf)))
+    else:  # jobbridge's own store (a SQLite file, or what jobbridge.toml names): no AMQP connection to configure
+        broker_connection.refused_elsewhere(broker_connection.given(conf), "default")
+        celery.update(broker_connection.start_retries(broker_connection.given(conf)))
     if conf["worker_concurrency"]:
         celery["concurrency"] = int(conf["worker_concurrency"])
     celery.update(_results(conf, celery))
@@ -366,6 +374,8 @@ def _results(conf: Conf, backend: Mapping[str, Any]) -> dict[str, Any]:
     if not results_enabled(conf):
         return out
     url = backends.results_url(conf["result_backend"], conf["database_url"])
+    if wire.speaks_celery(conf["jobbridge_wire"]):
+        return {**out, "results": wire.results_url(url)}
     driver = backend.get("driver")
     same = (url == "memory://" and driver == "memory") or url in (backend.get("redis_url"),
                                                                   backend.get("database_url"))

@@ -141,8 +141,15 @@ def job_class(task: TaskPort) -> type[CeleryJob]:
     """A Job class for ``task``: its name is the task name (options are set per message)."""
     namespace = {"__module__": __name__, "__qualname__": f"CeleryJob[{task.name}]", "celery_task": task}
     return type(f"CeleryJob[{task.name}]", (CeleryJob,), namespace, name=task.name,
-                queue=task.queue or "celery", tries=tries_for(task), timeout=NO_TIME_LIMIT,
+                queue=task.queue or "celery", tries=tries_for(task), timeout=declared_limit(task),
                 rate_limit=rate_limit_of(task), **recording.result_options(task))
+
+
+def declared_limit(task: TaskPort) -> float:
+    """The task's hard time limit (else ``task_time_limit``), or `NO_TIME_LIMIT`: what a worker checks at start
+    against a broker that cuts off a job held too long (each message carries its own limit)."""
+    limit = getattr(task, "time_limit", None) or task.app.conf["task_time_limit"]
+    return min(float(limit), NO_TIME_LIMIT) if isinstance(limit, int | float) and limit > 0 else NO_TIME_LIMIT
 
 
 def rate_limit_of(task: TaskPort) -> Any:

@@ -48,6 +48,9 @@ DRIVERS: dict[str, DriverEntry] = {
     "sqs": DriverEntry("jobbridge.drivers.sqs", "jobbridge.drivers.sqs_settings", "boto3", "sqs"),
     "kafka": DriverEntry("jobbridge.drivers.kafka", "jobbridge.drivers.kafka.settings", "confluent_kafka", "kafka"),
     "amqp": DriverEntry("jobbridge.drivers.amqp", "jobbridge.drivers.amqp.settings", "kombu", "amqp"),
+    # Celery's own messages on a Celery broker (selected by driver = "celery_wire", never by a URL scheme)
+    "celery_wire": DriverEntry("jobbridge.drivers.celerywire", "jobbridge.drivers.celerywire.settings", "kombu",
+                               "celery-wire"),
 }
 
 SCHEMES: dict[str, str] = {

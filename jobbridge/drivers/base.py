@@ -242,3 +242,29 @@ class Driver(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobLimits:
+    """What a worker is about to run, as a driver with a broker-side limit needs to see it: a job type's
+    name and the longest one attempt may run (None: no limit, a Celery task's default)."""
+
+    name: str
+    timeout: float | None
+
+
+@runtime_checkable
+class JobChecking(Protocol):
+    """Optional beside `Driver`: a store that cuts off a job held too long checks the job types at start.
+
+    RabbitMQ closes the channel of a delivery held longer than its
+    ``consumer_timeout``, taking every job on it: a worker whose jobs may run
+    longer would see them run twice. The worker calls `check_jobs` once, after
+    `Driver.check`, on a driver that implements it (``isinstance(driver,
+    JobChecking)``).
+    """
+
+    def check_jobs(self, jobs: Sequence[JobLimits]) -> list[str]:
+        """Refuse (`ConfigurationError`, saying what to configure) a job whose timeout the store would cut
+        short; return one warning line per job the store *may* cut short (one without a timeout)."""
+        ...

@@ -8,7 +8,10 @@ library is needed only when its backend is used:
   tables ``jobbridge_results``, ``jobbridge_cancelled``, ``jobbridge_counters``
   (`jobbridge.results.database.metadata`); PostgreSQL wakes waiters by NOTIFY;
 - ``redis://...`` / ``rediss://...`` — keys under ``prefix``; waiters woken by a
-  per-waiter list and BLPOP.
+  per-waiter list and BLPOP;
+- ``celery+redis://...`` — task results in Celery's own Redis layout
+  (``celery-task-meta-<id>``), so Celery and jobbridge read each other's
+  (`jobbridge.results.celery_redis`).
 
 Expiry is always judged by the injected clock. docs/results.md says what the
 store is for and which of Celery's failures it prevents.
@@ -52,6 +55,10 @@ def open_store(url: str, *, clock: Clock, prefix: str = "jobbridge:", **options:
     Database stores create their tables if missing. Redis options are the redis
     driver's connection settings (``reconnect``, timeouts, ...).
     """
+    if url.lower().startswith(("celery+redis://", "celery+rediss://")):
+        from jobbridge.results.celery_redis import open_celery_redis_store
+
+        return open_celery_redis_store(url.split("+", 1)[1], clock=clock, prefix=prefix, **options)
     scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
     backend = SCHEMES.get(scheme)
     if backend is None:

@@ -9,6 +9,7 @@ the driver until the clock reaches them, so no test sleeps out a delay.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 import uuid
@@ -23,6 +24,7 @@ from jobbridge.clock import Clock
 from jobbridge.drivers import Resources, driver_for_url, load, schema_of
 from jobbridge.drivers.amqp import REFUSED, SETTINGS, AmqpDriver, open, parse_settings
 from jobbridge.drivers.amqp.topology import BITS, Topology
+from jobbridge.drivers.base import JobChecking, JobLimits
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.drivers.redis import RedisDriver
 from jobbridge.drivers.redis.settings import parse_settings as redis_settings
@@ -247,11 +249,17 @@ def test_a_job_the_consumer_timeout_would_cut_short_is_refused(
         amqp_url: str, redis_store: RedisDriver, clock: FixedClock, prefix: str) -> None:
     driver = make_driver(amqp_url, redis_store, clock, prefix, consumer_timeout=600, reservation=60)
     try:
-        driver.check_jobs([("short", 300.0)])
+        assert isinstance(driver, JobChecking)
+        assert driver.check_jobs([JobLimits("short", 300.0)]) == []
         with pytest.raises(ConfigurationError, match="consumer_timeout"):
-            driver.check_jobs([("report.monthly", 3600.0)])
+            driver.check_jobs([JobLimits("short", 300.0), JobLimits("report.monthly", 3600.0)])
+        # no time limit (a Celery task's default): the worker starts, with one line naming it and the fix
+        (line,) = driver.check_jobs([JobLimits("short", 300.0), JobLimits("proj.tasks.crunch", None)])
+        assert "'proj.tasks.crunch' has no time limit" in line and "at most 540 s" in line
+        assert "time_limit" in line and "consumer_timeout" in line
         disabled = make_driver(amqp_url, redis_store, clock, prefix, consumer_timeout=0)
-        disabled.check_jobs([("report.monthly", 3600.0)])  # the server's is off: nothing to cut a job short
+        # the server's is off: nothing to cut a job short
+        assert disabled.check_jobs([JobLimits("report.monthly", 3600.0), JobLimits("crunch", None)]) == []
         disabled.close()
         with pytest.raises(PayloadTooLarge):
             driver.push([make_envelope(clock, payload={"blob": "x" * (driver.max_message_bytes + 1)})])
@@ -311,3 +319,52 @@ def test_a_celery_amqp_broker_url_selects_the_driver_with_the_result_store_as_it
     assert conn.options["request_timeout"] == 4.0
     with pytest.raises(ImproperlyConfigured, match="result_backend"):
         jobbridge_backend("amqp://h//", {}, None, None)
+
+
+def test_a_worker_retries_a_broker_out_of_reach_at_start_as_often_as_start_retries(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from jobbridge import JobBridge, Settings, worker_process
+
+    with socket.socket() as closed:  # a port nothing listens on: every connect is refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    settings = Settings.from_mapping({"start_retries": 2, "connections": {
+        "default": "rabbit", "rabbit": {"driver": "amqp", "url": f"amqp://guest:guest@127.0.0.1:{port}/",
+                                        "locks": "shared", "connect_timeout": 1},
+        "shared": {"driver": "redis", "url": ensure_redis(), "prefix": f"jbat:{uuid.uuid4().hex[:8]}:"}}},
+        source="test")
+    waits: list[float] = []
+    monkeypatch.setattr(worker_process.time, "sleep", waits.append)
+    bridge = JobBridge(settings)
+    try:
+        with caplog.at_level("WARNING", "jobbridge.worker"), pytest.raises(DriverUnavailable):
+            worker_process.check_worker_driver(bridge)
+    finally:
+        bridge.close()
+    assert waits == [2.0, 4.0], "two retries with backoff, then the worker gives up"
+    assert sum("cannot be reached at start" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_a_delivery_lost_with_its_channel_is_redelivered_and_said_once(
+        amqp_url: str, redis_store: RedisDriver, clock: FixedClock, prefix: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """What a job running past consumer_timeout meets: its channel closed under it, its delivery handed back."""
+    from amqp import exceptions as amqp_errors
+
+    driver = make_driver(amqp_url, redis_store, clock, prefix)
+    try:
+        cut = amqp_errors.PreconditionFailed("delivery acknowledgement on channel 1 timed out. Timeout value used: "
+                                             "1800000 ms", (60, 80))
+        error = driver.consumers.link.translate(cut, "reserve jobs")
+        assert isinstance(error, DriverUnavailable) and "consumer_timeout" in str(error)
+        driver.push([make_envelope(clock)])
+        (running,) = driver.reserve(["default"], 1)
+        driver.consumers.link.call("close the channel", lambda ch: ch.close())  # as the broker closes it
+        with caplog.at_level("WARNING", "jobbridge.drivers.amqp"):
+            driver.acknowledge([running])
+        assert sum("went back to RabbitMQ" in r.getMessage() for r in caplog.records) == 1
+        (again,) = driver.reserve(["default"], 1)
+        assert again.id == running.id and again.envelope.attempts == running.envelope.attempts + 1
+        driver.acknowledge([again])
+    finally:
+        delete_queues(driver)

@@ -148,7 +148,7 @@ def test_the_celery_facade_masks_broker_and_backend_urls() -> None:
     from jobbridge.compat.config.settings import Conf
     from jobbridge.compat.exceptions import ImproperlyConfigured, RefusedFeature
 
-    for call, value in [(driver_of, "amqp://u:hunter2@rabbit//"), (driver_of, "zookeeper://u:hunter2@z/"),
+    for call, value in [(driver_of, "librabbitmq://u:hunter2@rabbit//"), (driver_of, "zookeeper://u:hunter2@z/"),
                         (check_url, "redis:hunter2@h"), (check_url, "redis://:hunter2@a;redis://:hunter2@b"),
                         (results_url, "rpc://u:hunter2@h"), (results_url, "couchdb://u:hunter2@h/db")]:
         with pytest.raises((ImproperlyConfigured, RefusedFeature)) as info:

@@ -80,8 +80,8 @@ class Link:
         self.drop()
         s = self.settings
         conn = KombuConnection(
-            s.broker_url, connect_timeout=s.connect_timeout, heartbeat=s.heartbeat or None,
-            ssl=s.url.startswith("amqps://") or None,
+            s.broker_url, connect_timeout=s.connect_timeout, heartbeat=s.heartbeat or None, ssl=s.ssl,
+            login_method=s.login_method or None,
             transport_options={"read_timeout": s.request_timeout, "write_timeout": s.request_timeout})
         try:
             conn.connect()
@@ -125,6 +125,12 @@ class Link:
             return DriverUnavailable(
                 f"{where}: no answer within request_timeout = {self.settings.request_timeout:g} s (connect_timeout "
                 f"= {self.settings.connect_timeout:g} s to connect); raise them if the broker is only slow")
+        if _cut_off(exc):
+            return DriverUnavailable(
+                f"{where}: RabbitMQ closed the reserving channel because a delivery stayed unacknowledged longer "
+                "than its consumer_timeout (a job ran longer than that); every job this worker held on the channel "
+                "goes back to its queue and runs again as a new attempt. Give that job a timeout under "
+                "consumer_timeout, or raise consumer_timeout on the server and in this connection's setting")
         if isinstance(exc, amqp_errors.AccessRefused):
             return DriverUnavailable(f"{where}: access refused ({exc}); check the URL's user, password and vhost")
         if isinstance(exc, amqp_errors.ChannelError) and getattr(exc, "code", 0) in _REFUSED_CODES:
@@ -136,6 +142,12 @@ class Link:
     def close(self) -> None:
         with self.lock:
             self.drop()
+
+
+def _cut_off(exc: BaseException) -> bool:
+    """Whether the broker closed the channel for a delivery held past its consumer_timeout (406, "timed out")."""
+    return (isinstance(exc, amqp_errors.PreconditionFailed)
+            and "acknowledgement" in str(getattr(exc, "reply_text", "")) and "timed out" in str(exc))
 
 
 def message_property(message: Any, name: str, default: Any = None) -> Any:

@@ -23,9 +23,10 @@ settling on another thread is never held behind it.
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,9 +175,25 @@ class Consumers:
         """Whether the delivery is still this connection's to settle (taken since it last opened)."""
         return delivery.generation == self.link.generation and self.link.open
 
-    def acknowledge(self, ch: amqp.Channel, deliveries: Sequence[Delivery]) -> None:
-        for d in deliveries:
-            ch.basic_ack(d.tag)
+    def acknowledge(self, ch: amqp.Channel, deliveries: Sequence[Delivery], others: Iterable[int] = ()) -> None:
+        """Ack ``deliveries``; ``others`` are the tags this channel still holds unacknowledged besides them.
+
+        Every tag of the batch below the lowest other one goes in one ``basic.ack`` with ``multiple``
+        (it acknowledges every tag up to it, and none of those is anyone else's); the rest one by one.
+        """
+        tags = sorted(d.tag for d in deliveries)
+        lowest = min(others, default=None)
+        covered = len(tags) if lowest is None else bisect.bisect_left(tags, lowest)
+        if covered > 1:
+            ch.basic_ack(tags[covered - 1], multiple=True)
+            tags = tags[covered:]
+        for tag in tags:
+            ch.basic_ack(tag)
+
+    def outstanding(self) -> set[int]:
+        """The tags of the deliveries received on this channel and not yet handed out."""
+        generation = self.link.generation
+        return {d.tag for waiting in self.buffer.values() for d in waiting if d.generation == generation}
 
     def hand_back(self, ch: amqp.Channel, deliveries: Sequence[Delivery]) -> None:
         """Return deliveries to their queue's head, as redeliveries (a lapsed lease: a new attempt)."""

@@ -14,14 +14,16 @@ loop stalled), so the port's lease holds here as on every driver.
 
 RabbitMQ cuts a delivery held longer than its ``consumer_timeout`` by closing
 the whole channel; so no job may run longer than that allows (`check_jobs`,
-called at a worker's start).
+called at a worker's start: a job whose timeout is too long is refused, one
+without a timeout named in a warning).
 See docs/rabbitmq.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import amqp
@@ -35,12 +37,13 @@ from jobbridge.drivers.amqp.publisher import Declarations, Outgoing, Publisher
 from jobbridge.drivers.amqp.settings import AmqpSettings
 from jobbridge.drivers.amqp.store import SharedStore, scoped_locks
 from jobbridge.drivers.amqp.topology import Topology
-from jobbridge.drivers.base import Capabilities
+from jobbridge.drivers.base import Capabilities, JobLimits
 from jobbridge.drivers.shared.failed_rows import failed_record
 from jobbridge.envelope import Envelope, QueueCounts, Reservation, reservation_from_body
 from jobbridge.errors import ConfigurationError, PayloadTooLarge
 from jobbridge.redaction import mask_url
 
+log = logging.getLogger("jobbridge.drivers.amqp")
 #: seconds a delivery may come before its time and still be handed out (clocks of two hosts differ a little)
 EARLY = 0.5
 #: what a message carries besides its body (properties, routing), kept free under the broker's size limit
@@ -90,13 +93,29 @@ class AmqpDriver:
         """The longest timeout a job may have here: the broker's cut-off less one lease to settle in."""
         return self.settings.consumer_timeout - self.reservation
 
-    def check_jobs(self, jobs: Iterable[tuple[str, float]]) -> None:
-        """Refuse, at a worker's start, a job ``(name, timeout)`` the broker's consumer_timeout would cut short."""
-        for name, timeout in jobs:
-            self._check_timeout(name, timeout)
+    def check_jobs(self, jobs: Sequence[JobLimits]) -> list[str]:
+        """At a worker's start: refuse a job whose timeout the broker's consumer_timeout would cut short;
+        one warning line for each job without a timeout, which it may cut short (`JobChecking`)."""
+        if not self.settings.consumer_timeout:
+            return []
+        warnings = []
+        for job in jobs:
+            if job.timeout is None:
+                warnings.append(self._unlimited(job.name))
+            else:
+                self._check_timeout(job.name, job.timeout)
+        return warnings
+
+    def _unlimited(self, name: str) -> str:
+        return (f"job {name!r} has no time limit, and RabbitMQ closes the channel of a delivery held longer than "
+                f"consumer_timeout = {self.settings.consumer_timeout:g} s: an attempt that runs longer loses its "
+                "delivery, and the job (with every other job that worker is running) runs again. Give it a timeout "
+                f"of at most {self.longest_job:g} s (a Celery task: time_limit, or task_time_limit for every task), "
+                "or raise consumer_timeout on the server and in this connection's consumer_timeout setting (0 where "
+                "the server's is disabled)")
 
     def _check_timeout(self, name: str, timeout: float) -> None:
-        if self.settings.consumer_timeout and timeout > self.longest_job:
+        if timeout > self.longest_job:
             raise ConfigurationError(
                 f"job {name!r} may run {timeout:g} s, but RabbitMQ closes the channel of a delivery held longer than "
                 f"consumer_timeout = {self.settings.consumer_timeout:g} s, and its worker needs one reservation "
@@ -208,10 +227,27 @@ class AmqpDriver:
         return receipt.key in self._leases and self.consumers.held(receipt.delivery)
 
     def _settle(self, action: str, reservations: Sequence[Reservation]) -> None:
-        """Ack the deliveries still held, and forget their leases."""
-        held = [r.receipt.delivery for r in reservations if self._held(r)]
+        """Ack the deliveries still held, and forget their leases.
+
+        A delivery taken on a connection or channel that has since closed (the
+        broker cut it at consumer_timeout, or the connection dropped) cannot be
+        settled: the broker handed it back, and the job runs again as a new
+        attempt. That is said once per job, since its outcome here is lost.
+        """
+        held = []
+        for r in reservations:
+            if self._held(r):
+                held.append(r.receipt.delivery)
+            elif r.receipt.key in self._leases:
+                log.warning("job %s (%s): could not %s, as its delivery went back to RabbitMQ when the reserving "
+                            "channel closed (a connection lost, or a delivery held past consumer_timeout); it runs "
+                            "again as a new attempt", r.id, r.envelope.name, action.split(" ")[0])
         if held:
-            self.consumers.link.call(action, lambda ch: self.consumers.acknowledge(ch, held))
+            generation = self.consumers.link.generation
+            acked = {d.tag for d in held}
+            others = {tag for gen, tag in self._leases if gen == generation and tag not in acked}
+            others |= self.consumers.outstanding()
+            self.consumers.link.call(action, lambda ch: self.consumers.acknowledge(ch, held, others))
         for r in reservations:
             self._leases.pop(r.receipt.key, None)
 
@@ -228,6 +264,7 @@ class AmqpDriver:
     def _send_again(self, reservation: Reservation, delay: float, attempts: int, action: str) -> None:
         """Publish the job again (due after ``delay``, with ``attempts``), then acknowledge its delivery."""
         if not self._held(reservation):
+            self._settle(action, [reservation])  # says so if its delivery went back with a closed channel
             return
         now = self.clock.now()
         env = reservation.envelope.replace(available_at=now + max(delay, 0.0), attempts=attempts)
@@ -237,6 +274,7 @@ class AmqpDriver:
 
     def fail(self, reservation: Reservation, error: str) -> None:
         if not self._held(reservation):
+            self._settle("fail a job", [reservation])
             return
         env = reservation.envelope
         self.store.record(failed_record(reservation.id, env.queue, env.name, env.attempts, error, self.clock.now(),
@@ -259,8 +297,13 @@ class AmqpDriver:
         now = self.clock.now()
         generation = self.consumers.link.generation
         lapsed = {key for key, (until, _) in self._leases.items() if until <= now}
-        for key in [k for k in self._leases if k[0] != generation]:
+        stale = [k for k in self._leases if k[0] != generation]
+        for key in stale:
             self._leases.pop(key)  # handed back by the broker when their connection dropped
+        if stale:
+            log.warning("%d job(s) this process reserved went back to RabbitMQ when the reserving channel closed (a "
+                        "connection lost, or a delivery held past consumer_timeout): they run again as new attempts",
+                        len(stale))
         back = [Delivery(q, tag, b"", 0, gen, None) for (gen, tag), (_, q) in self._leases.items()
                 if (gen, tag) in lapsed and gen == generation]
         if back and self.consumers.link.open:
@@ -321,7 +364,9 @@ class AmqpDriver:
         self.consumers.buffer.get(queue, type(waiting)()).clear()
         held = [d for d in waiting if self.consumers.held(d)]
         if held:
-            self.consumers.link.call("purge jobs", lambda ch: self.consumers.acknowledge(ch, held))
+            generation = self.consumers.link.generation
+            others = {tag for gen, tag in self._leases if gen == generation} | self.consumers.outstanding()
+            self.consumers.link.call("purge jobs", lambda ch: self.consumers.acknowledge(ch, held, others))
         return [_decoded(d.body) for d in waiting]
 
     # -- the connection -----------------------------------------------------------------------

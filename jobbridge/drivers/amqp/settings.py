@@ -18,12 +18,16 @@ cut short.
 minute; 0: delays come back at once and wait in the worker, for tests on a
 `FixedClock`). Nothing waits forever: ``connect_timeout`` (5 s) bounds opening
 a connection, ``request_timeout`` (10 s) one request and the confirm of a push;
-``heartbeat`` (60 s, 0 for none) lets both sides see a dead peer.
+``heartbeat`` (60 s, 0 for none) lets both sides see a dead peer. ``login_method``
+(AMQPLAIN, PLAIN or EXTERNAL) is how the connection logs in; ``tls`` (what
+``amqps://`` also turns on) with ``tls_ca_file``, ``tls_cert_file``,
+``tls_key_file``, ``tls_verify`` and ``tls_server_hostname`` configure TLS.
 """
 
 from __future__ import annotations
 
 import re
+import ssl as _ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +44,8 @@ DEFAULT_CONSUMER_TIMEOUT = 1800.0
 #: RabbitMQ's default ``max_message_size`` (128 MiB)
 DEFAULT_MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 QUEUE_TYPES = ("quorum", "classic")
+#: the SASL mechanisms py-amqp speaks
+LOGIN_METHODS = ("AMQPLAIN", "PLAIN", "EXTERNAL")
 
 _HELD = Refusal(
     "a reserved job is an unacknowledged delivery, held for as long as the worker's connection lives "
@@ -62,6 +68,13 @@ SCHEMA = DriverSchema(
         "connect_timeout": Field("float", least=0.1, most=300, default=DEFAULT_CONNECT_TIMEOUT),
         "request_timeout": Field("float", least=0.1, most=300, default=DEFAULT_REQUEST_TIMEOUT),
         "max_message_bytes": Field("int", least=1024, default=DEFAULT_MAX_MESSAGE_BYTES),
+        "login_method": Field("str", empty_ok=True, default=""),
+        "tls": Field("bool", default=False),
+        "tls_ca_file": Field("str", empty_ok=True, default=""),
+        "tls_cert_file": Field("str", empty_ok=True, default=""),
+        "tls_key_file": Field("str", empty_ok=True, default=""),
+        "tls_verify": Field("bool", default=True),
+        "tls_server_hostname": Field("str", empty_ok=True, default=""),
     },
     refused={
         "visibility_timeout": _HELD,
@@ -114,6 +127,25 @@ class AmqpSettings:
     connect_timeout: float = SCHEMA.default("connect_timeout")
     request_timeout: float = SCHEMA.default("request_timeout")
     max_message_bytes: int = SCHEMA.default("max_message_bytes")
+    login_method: str = ""
+    tls: bool = False
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_verify: bool = True
+    tls_server_hostname: str = ""
+
+    @property
+    def ssl(self) -> bool | dict[str, object] | None:
+        """TLS as kombu takes it: None (plain), True (verified against the system's CAs), or its options."""
+        if not (self.tls or self.url.startswith("amqps://")):
+            return None
+        options: dict[str, object] = {key: value for key, value in (
+            ("ca_certs", self.tls_ca_file), ("certfile", self.tls_cert_file), ("keyfile", self.tls_key_file),
+            ("server_hostname", self.tls_server_hostname)) if value}
+        if not self.tls_verify:
+            options["cert_reqs"] = _ssl.CERT_NONE
+        return options or True
 
     @property
     def broker_url(self) -> str:
@@ -151,7 +183,13 @@ def parse_settings(settings: Mapping[str, Any]) -> AmqpSettings:
             f"prefix {prefix!r} cannot begin a RabbitMQ queue name here: use letters, digits, '_', ':', '-' and '.'")
     values = {key: _value(settings, key) for key in (
         "prefetch", "reservation", "consumer_timeout", "delay_scale", "heartbeat", "connect_timeout",
-        "request_timeout", "max_message_bytes")}
+        "request_timeout", "max_message_bytes", "tls", "tls_ca_file", "tls_cert_file", "tls_key_file", "tls_verify",
+        "tls_server_hostname")}
+    method = str(settings.get("login_method") or "").upper()
+    if method and method not in LOGIN_METHODS:
+        raise ConfigurationError(f"login_method on an amqp connection is one of {', '.join(LOGIN_METHODS)} (or unset: "
+                                 f"the broker's choice), not {method!r}")
+    values["login_method"] = method
     return AmqpSettings(url=url, locks=locks.strip(), prefix=prefix, queue_type=queue_type, **values)
 
 

@@ -1,0 +1,107 @@
+"""``jobbridge_wire``: whether the facade speaks Celery's own wire on the broker, beside a Celery fleet.
+
+Unset (or ``"jobbridge"``), the broker URL picks jobbridge's native driver for it, as
+everywhere else. ``jobbridge_wire = "celery"`` (``CELERY_JOBBRIDGE_WIRE`` in a Django
+project's settings) keeps the broker as Celery uses it instead: jobs are Celery's
+protocol-2 messages in kombu's layout (the ``celery_wire`` driver), and results are
+written where Celery's Redis backend writes them (``celery+redis://``), so Celery
+processes and jobbridge processes share the queues and read each other's results
+while a fleet moves over one process at a time (docs/celery-wire.md).
+
+==========================================  ==================================================
+with ``jobbridge_wire = "celery"``          jobbridge
+==========================================  ==================================================
+``broker_url = redis://...``                connection ``broker``: driver celery_wire on that
+                                            URL, its failed store and unique locks in
+                                            connection ``shared`` (the result backend's
+                                            Redis, else the broker's own), keys ``jobbridge:``
+``broker_transport_options``                ``visibility_timeout`` read (kombu's, 3600 s
+                                            unset, as in Celery); any other refused
+``result_backend = redis://...``            ``results = celery+redis://...``: Celery's keys
+``broker_url = amqp://...``                 connection ``broker``: driver celery_wire on
+                                            RabbitMQ (Celery's classic durable queues); its
+                                            failed store and locks in the result backend's
+                                            Redis; any broker_transport_options refused
+``broker_url`` anything else                refused, naming why
+``result_backend`` a database, or none      refused: Celery reads results from its own backend
+==========================================  ==================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobbridge.redaction import quoted
+
+from ..exceptions import ImproperlyConfigured, RefusedFeature
+from .brokers import scheme_of
+
+CELERY = "celery"
+AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+VALUES = (None, "jobbridge", CELERY)
+
+
+def speaks_celery(value: Any) -> bool:
+    """Whether the setting asks for Celery's wire; a value it does not know is refused, naming the ones it does."""
+    if value not in VALUES:
+        raise ImproperlyConfigured(f"jobbridge_wire is 'celery' (Celery's own messages on the broker, beside a "
+                                   f"Celery fleet) or 'jobbridge' (the native driver, the default), not "
+                                   f"{quoted(value)}")
+    return bool(value == CELERY)
+
+
+def backend(url: str, options: Mapping[str, Any] | None, shared_store: str | None) -> dict[str, Any]:
+    """The jobbridge connections for Celery's wire on ``url``: the broker, and the shared store beside it."""
+    scheme = scheme_of(url)
+    if scheme.startswith("redis"):
+        return _redis(url, options, shared_store)
+    if scheme in AMQP_SCHEMES:
+        return _amqp(url, options, shared_store)
+    raise RefusedFeature(
+        f"jobbridge_wire = 'celery' with broker_url {quoted(url)}: Celery's wire is spoken on Redis (redis://, "
+        "rediss://) and RabbitMQ (amqp://, amqps://, pyamqp://) brokers; for any other, remove jobbridge_wire")
+
+
+def _redis(url: str, options: Mapping[str, Any] | None, shared_store: str | None) -> dict[str, Any]:
+    broker: dict[str, Any] = {"driver": "celery_wire", "url": url, "locks": "shared"}
+    for key, value in dict(options or {}).items():
+        if key != "visibility_timeout":
+            raise RefusedFeature(
+                f"broker_transport_options[{key!r}] is not honoured by jobbridge's celery wire, which reads only "
+                "visibility_timeout (kombu's default layout otherwise: no key prefix, the default priority "
+                "steps). Remove it")
+        broker["visibility_timeout"] = value
+        broker["reservation"] = min(60.0, float(value))
+    store = shared_store if shared_store and scheme_of(shared_store).startswith("redis") else url
+    return {"connections": {"default": "broker", "broker": broker, "shared": {"driver": "redis", "url": store}}}
+
+
+def _amqp(url: str, options: Mapping[str, Any] | None, shared_store: str | None) -> dict[str, Any]:
+    """RabbitMQ keeps neither failed jobs nor locks: those go to the result backend's Redis."""
+    if options:
+        key = next(iter(dict(options)))
+        raise RefusedFeature(
+            f"broker_transport_options[{key!r}] is not honoured by jobbridge's celery wire on RabbitMQ, which "
+            "declares Celery's default queues (classic, durable) and holds a job while its connection lives "
+            "(no visibility timeout there). Remove broker_transport_options")
+    if not shared_store or not scheme_of(shared_store).startswith("redis"):
+        raise RefusedFeature(
+            f"jobbridge_wire = 'celery' with broker_url {quoted(url)} needs result_backend = redis://host:6379/1: "
+            "RabbitMQ cannot keep failed jobs or unique-job locks, so jobbridge keeps them in the result backend's "
+            "Redis, where Celery's side reads the results too")
+    broker = {"driver": "celery_wire", "url": url, "locks": "shared"}
+    return {"connections": {"default": "broker", "broker": broker, "shared": {"driver": "redis", "url": shared_store}}}
+
+
+def results_url(url: str) -> str:
+    """The results of Celery's wire: Celery's Redis layout on the result backend's Redis."""
+    if not scheme_of(url).startswith("redis"):
+        raise RefusedFeature(
+            f"jobbridge_wire = 'celery' with result_backend {quoted(url)}: Celery's side reads results from its own "
+            "backend's layout, which jobbridge writes on Redis (result_backend = redis://host:6379/1); remove "
+            "result_backend, or point it at Redis")
+    return "celery+" + url
+
+
+__all__ = ["CELERY", "backend", "results_url", "speaks_celery"]
