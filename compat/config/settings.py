@@ -337,7 +337,10 @@ def jobbridge_settings(conf: Conf, environ: Mapping[str, str] | None = None) -> 
         timeout = conf["broker_connection_timeout"] if conf.value_set_for("broker_connection_timeout") else None
         shared = backends.results_url(conf["result_backend"], conf["database_url"]) if results_enabled(conf) else None
         if wire.speaks_celery(conf["jobbridge_wire"]):  # Celery's own messages, beside a Celery fleet
-            celery.update(wire.backend(url, conf["broker_transport_options"], shared))
+            given = broker_connection.given(conf)
+            broker_connection.refused_elsewhere(given, "celery_wire")
+            celery.update(wire.backend(url, conf["broker_transport_options"], shared, timeout))
+            celery.update(broker_connection.start_retries(given))
         else:
             celery.update(brokers.jobbridge_backend(url, conf["broker_transport_options"], timeout, shared,
                                                     broker_connection.given(conf)))

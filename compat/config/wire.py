@@ -51,16 +51,25 @@ def speaks_celery(value: Any) -> bool:
     return bool(value == CELERY)
 
 
-def backend(url: str, options: Mapping[str, Any] | None, shared_store: str | None) -> dict[str, Any]:
-    """The jobbridge connections for Celery's wire on ``url``: the broker, and the shared store beside it."""
+def backend(url: str, options: Mapping[str, Any] | None, shared_store: str | None,
+            connect_timeout: Any = None) -> dict[str, Any]:
+    """The jobbridge connections for Celery's wire on ``url``: the broker, and the shared store beside it.
+
+    ``connect_timeout`` is ``broker_connection_timeout`` when the app set it (seconds): the
+    broker connection's ``connect_timeout``.
+    """
     scheme = scheme_of(url)
     if scheme.startswith("redis"):
-        return _redis(url, options, shared_store)
-    if scheme in AMQP_SCHEMES:
-        return _amqp(url, options, shared_store)
-    raise RefusedFeature(
-        f"jobbridge_wire = 'celery' with broker_url {quoted(url)}: Celery's wire is spoken on Redis (redis://, "
-        "rediss://) and RabbitMQ (amqp://, amqps://, pyamqp://) brokers; for any other, remove jobbridge_wire")
+        found = _redis(url, options, shared_store)
+    elif scheme in AMQP_SCHEMES:
+        found = _amqp(url, options, shared_store)
+    else:
+        raise RefusedFeature(
+            f"jobbridge_wire = 'celery' with broker_url {quoted(url)}: Celery's wire is spoken on Redis (redis://, "
+            "rediss://) and RabbitMQ (amqp://, amqps://, pyamqp://) brokers; for any other, remove jobbridge_wire")
+    if connect_timeout is not None:
+        found["connections"]["broker"]["connect_timeout"] = float(connect_timeout)
+    return found
 
 
 def _redis(url: str, options: Mapping[str, Any] | None, shared_store: str | None) -> dict[str, Any]:

@@ -115,7 +115,6 @@ class TestCeleryWireContractOnRabbitMQ(DriverContract, FailedStoreContract, Lock
 
     @pytest.fixture
     def driver(self, amqp_url: str, broker: redis.Redis, clock: FixedClock) -> Iterator[CeleryWireDriver]:
-        drop_queues(amqp_url)
         found = open_driver(clock, url=amqp_url)
         yield found
         found.close()
@@ -198,7 +197,7 @@ def test_a_reservation_longer_than_the_visibility_timeout_is_refused() -> None:
 
 
 def test_a_visibility_timeout_on_rabbitmq_is_refused() -> None:
-    with pytest.raises(ConfigurationError, match="RabbitMQ .* no visibility timeout"):
+    with pytest.raises(ConfigurationError, match=r"RabbitMQ .* no visibility timeout"):
         parse_settings({"url": "amqp://guest:guest@127.0.0.1:5672/", "locks": "shared", "visibility_timeout": 30})
 
 
@@ -220,3 +219,38 @@ def test_rabbitmq_queues_are_celerys_own_declaration(amqp_url: str, broker: redi
     finally:
         driver.close()
         drop_queues(amqp_url)
+
+
+def test_the_facade_maps_rabbitmq_to_the_wire_and_refuses_what_it_cannot_honour() -> None:
+    from jobbridge.compat.config import wire
+    from jobbridge.compat.exceptions import RefusedFeature
+
+    amqp_url = "amqp://guest:guest@127.0.0.1:5672/x"
+    found = wire.backend(amqp_url, None, "redis://127.0.0.1:6379/1")["connections"]
+    assert found["broker"] == {"driver": "celery_wire", "url": amqp_url, "locks": "shared"}
+    assert found["shared"] == {"driver": "redis", "url": "redis://127.0.0.1:6379/1"}
+    with pytest.raises(RefusedFeature, match="result_backend = redis://"):
+        wire.backend(amqp_url, None, None)
+    with pytest.raises(RefusedFeature, match="visibility_timeout"):
+        wire.backend(amqp_url, {"visibility_timeout": 10}, "redis://127.0.0.1:6379/1")
+    with pytest.raises(RefusedFeature, match="sqs://"):
+        wire.backend("sqs://", None, "redis://127.0.0.1:6379/1")
+
+
+def test_the_facade_gives_the_wire_its_connection_settings_or_refuses_them() -> None:
+    """broker_connection_timeout becomes the broker connection's connect_timeout; an AMQP-only setting such as
+    broker_heartbeat is refused on the wire (never accepted and dropped); retry on start-up is honoured."""
+    from jobbridge.compat import Celery
+    from jobbridge.compat.config.settings import jobbridge_settings
+    from jobbridge.compat.exceptions import RefusedFeature
+
+    app = Celery("wire", broker="redis://127.0.0.1:6379/13", jobbridge_wire="celery",
+                 broker_connection_timeout=3, broker_connection_retry_on_startup=True, set_as_current=False)
+    settings = jobbridge_settings(app.conf, environ={})
+    broker = settings.connection("broker")
+    assert broker.driver == "celery_wire" and broker.options["connect_timeout"] == 3.0
+    assert settings.start_retries > 0
+    refused = Celery("wire", broker="redis://127.0.0.1:6379/13", jobbridge_wire="celery", broker_heartbeat=10,
+                     set_as_current=False)
+    with pytest.raises(RefusedFeature, match="broker_heartbeat"):
+        jobbridge_settings(refused.conf, environ={})

@@ -5,8 +5,8 @@ or ``amqp://user:password@host:5672/vhost`` (``amqps://``, ``pyamqp://``). ``loc
 the database or redis connection that keeps the failed store and the unique-job locks
 (Celery's brokers keep neither). ``visibility_timeout`` is kombu's on Redis (3600 s, as
 Celery's default; write the one your Celery apps set in ``broker_transport_options``): a
-message held unacknowledged longer than that is delivered again; RabbitMQ has none (refused there). ``reservation`` is the
-worker's lease, renewed every quarter of it; on Redis it may not exceed the visibility
+message held unacknowledged longer than that is delivered again; RabbitMQ has none (refused
+there). ``reservation`` is the worker's lease, renewed every quarter of it; on Redis it may not exceed the visibility
 timeout, since a lease the worker believes it holds must never be restored to another.
 Nothing waits forever: ``connect_timeout`` (5 s) bounds a connect, ``request_timeout`` (10 s)
 one request. This module imports no client library (the boot-time checks read it).
