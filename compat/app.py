@@ -20,7 +20,7 @@ from jobbridge import JobBridge
 from jobbridge.execution import Middleware
 from jobbridge.integrations import django_installed_apps
 
-from . import shared
+from . import pydantic_args, shared
 from .canvas import builtins
 from .canvas.signature import Signature
 from .config import settings
@@ -46,7 +46,6 @@ _TASK_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
                    "jobbridge sends arguments as JSON, which any worker can read and nothing can turn into "
                    "code; pickle is refused because a message could run code in the worker; pass ids and "
                    "JSON values"),
-    "pydantic": (lambda v: not v, "pydantic argument conversion is not provided; pass JSON values"),
 }
 
 
@@ -170,6 +169,7 @@ class Celery:
                 return self._tasks[name]
             _check_task_options(name, options)
             base_cls = settings.load_object(base) if base is not None else self.Task
+            fun = pydantic_args.wrap(self, fun, name, options)
             return self.register_task(make_task(base_cls, self, name, fun, bind, options))
 
     _task_from_fun = task_from_fun  # Celery's own name for it, which some Celery code calls
