@@ -267,7 +267,9 @@ class Celery:
                 options[key] = value
         options.pop("route_name", None)
         task = self._tasks.get(name)
-        return AsyncResult(calling.publish(self, name, args, kwargs, options, task=task), app=self, task_name=name)
+        result = AsyncResult(calling.publish(self, name, args, kwargs, options, task=task), app=self, task_name=name)
+        result.ignored = bool(options.get("ignore_result"))  # as Celery's: get() is None at once, nothing is kept
+        return result
 
     def signature(self, *args: Any, **kwargs: Any) -> Signature:
         kwargs["app"] = self

@@ -116,6 +116,11 @@ def test_ignore_result_on_the_call_is_honoured(worker: tuple[Any, Worker]) -> No
     assert ["add", 20, 1] in of(proc.events(), "add")
     again = AsyncResult(ignored.id, app=project.app)
     assert again.state == states.PENDING and again.result is None
+    sent = project.app.send_task(project.add.name, (20, 3), ignore_result=True)  # send_task's option, as Celery's
+    assert sent.ignored is True and sent.get(timeout=10) is None
+    assert project.add.apply_async((20, 4)).get(timeout=30) == 24  # one thread: (20, 3) ran before it
+    assert ["add", 20, 3] in of(proc.events(), "add")
+    assert AsyncResult(sent.id, app=project.app).state == states.PENDING
 
 
 def test_replace_with_a_group_gives_the_groups_results(worker: tuple[Any, Worker]) -> None:
