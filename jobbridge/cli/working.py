@@ -24,6 +24,7 @@ from jobbridge.cli.celery_options import REFUSED_NAMES, check_scheduler, refused
 from jobbridge.cli.options import app_options
 from jobbridge.cli.worker_telemetry import Telemetry, telemetry_options
 from jobbridge.loading import load_app
+from jobbridge.log_output import LOG_FORMAT, flush_log_output, install_default_handler
 from jobbridge.scheduling.commands import running_beside
 from jobbridge.settings import Settings
 from jobbridge.supervisor import Supervisor, die_with_parent, worker_command, write_stats
@@ -32,7 +33,6 @@ from jobbridge.worker_process import worked_queues
 
 log = logging.getLogger("jobbridge.worker")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL", "FATAL")
-LOG_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
 
 
 @dataclass
@@ -130,10 +130,14 @@ def worker(**kwargs: Any) -> None:
 
 
 def configure_logging(level: str) -> None:
-    """Set up logging unless the app asked to do it itself (Celery's setup_logging, for one)."""
+    """Set up logging unless the app asked to do it itself (Celery's setup_logging, for one).
+
+    As ``logging.basicConfig`` would, when the root logger has no handler yet;
+    the handler writes in batches from a thread of its own (jobbridge.log_output).
+    """
     answers = signals.worker_configure_logging.send(None, loglevel=level)
     if not any(result is True for _, result in answers):
-        logging.basicConfig(level=level, format=LOG_FORMAT)
+        install_default_handler(level, LOG_FORMAT)
 
 
 def _worker_options(args: WorkerArgs, bridge: JobBridge) -> WorkerOptions:
@@ -193,11 +197,13 @@ def _work(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
         stats = worker.run()
     if args.stats_file:
         write_stats(args.stats_file, stats)
+    flush_log_output()  # every attempt's line before the summary, never after it
     if args.supervised is None:
         click.echo(stats.summary())
     else:
         log.info("worker process %d: %s", os.getpid(), stats.summary())
     if worker.stopped_at_once:
+        flush_log_output()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(worker.exit_code)  # threads may still be running attempts: do not wait for them
@@ -213,6 +219,7 @@ def _replace(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int
     click.echo("replacing this worker process: an attempt is stuck past its timeout", err=True)
     with contextlib.suppress(Exception):
         bridge.close()
+    flush_log_output()
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, sys.orig_argv)
@@ -224,7 +231,13 @@ def _supervise(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> i
     with Telemetry.of(args).beside_supervisor(bridge, options) as telemetry:
         supervisor = Supervisor([*worker_command(str(args.app), options, args.loglevel), *telemetry.extra],
                                 options.processes, recycle=bool(args.max_tasks_per_child),
-                                replace_stuck=not options.once, out=click.echo, on_exit=telemetry.on_exit)
+                                replace_stuck=not options.once, out=_echo_after_logs, on_exit=telemetry.on_exit)
         telemetry.supervisor = supervisor
         with running_beside(bridge, args.schedule, args.scheduler_options()):
             return supervisor.run()
+
+
+def _echo_after_logs(text: str) -> None:
+    """The supervisor's summary, after the log lines queued before it."""
+    flush_log_output()
+    click.echo(text)
