@@ -75,12 +75,15 @@ class ScheduleStore(Protocol):
         ...
 
     def fire_many(self, firings: Sequence[Firing]) -> list[Fire]:
-        """`fire` for each of ``firings``, in one round trip (one transaction, one pipeline).
+        """`fire` for each of ``firings``, in one round trip (one transaction, one pipeline); their outcomes.
 
         Each firing stays atomic on its own (its tick with its job); a firing that
-        another scheduler took first does not stop the others. Many entries fall due
-        at the same instant (every one on the minute), and one round trip per entry
-        would make the last of them fire seconds late.
+        another scheduler took first does not stop the others, and each is judged
+        after the ones before it in the batch (a second tick of one entry, a unique
+        lock one of them took). Several ticks of one entry come oldest first, as the
+        scheduler plans them. Many entries fall due at the same instant (every one on
+        the minute): a store does the batch in a few statements or script calls, not
+        a few per firing, or the last of 10,000 would fire seconds late.
         """
         ...
 

@@ -48,6 +48,7 @@ from jobbridge.drivers.schedule_port import Fire, Firing, LastTick, ScheduleStor
 from jobbridge.envelope import Envelope
 from jobbridge.errors import ConfigurationError, JobBridgeError, UnknownConnection
 from jobbridge.scheduling.entries import Entry, Step, Tick
+from jobbridge.scheduling.relay import Relay, Then, batches
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
@@ -55,8 +56,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("jobbridge.schedule")
 
-#: ticks handed to the store per round trip (one transaction, one pipeline)
-FIRE_BATCH = 500
+#: ticks handed to the store per round trip (one transaction, one pipeline): the first batch of a step
+#: `FIRST_BATCH` entries, so the earliest ticks go out at once, each next one twice the last, up to FIRE_BATCH
+FIRE_BATCH = 2000
+FIRST_BATCH = 250
 #: the longest a scheduler sleeps between looks, whatever its entries' next ticks
 MAX_WAIT = 30.0
 #: the longest pause after the store failed, doubling from `FIRST_BACKOFF`
@@ -218,22 +221,26 @@ class Scheduler:
     def _step(self, connection: str, group: list[Entry]) -> list[Fired]:
         store = self._stores[connection]
         now = store.now()
-        due = [entry for entry in group if self._next.get(entry.name, -math.inf) <= now]
+        due = sorted((entry for entry in group if self._next.get(entry.name, -math.inf) <= now),
+                     key=lambda entry: self._next.get(entry.name, -math.inf))  # the earliest due first
         if not due:
             return []
-        last = store.last([entry.name for entry in due])
         shift = now - self.bridge.clock.now()
-        planned: list[tuple[Entry, Step, Envelope | None]] = []
-        for entry in due:
-            stored = last.get(entry.name)
-            for step in entry.plan(None if stored is None else stored.tick, now):
-                planned.append((entry, step, self._envelope(entry, step, shift)))
         fired: list[Fired] = []
-        for start in range(0, len(planned), FIRE_BATCH):
-            chunk = planned[start:start + FIRE_BATCH]
-            outcomes = store.fire_many([Firing(entry.name, step.tick, env) for entry, step, env in chunk])
-            fired += [self._report(connection, entry, step, env, outcome)
-                      for (entry, step, env), outcome in zip(chunk, outcomes, strict=True)]
+
+        def heard(chunk: list[tuple[Entry, Step, Envelope | None]]) -> Then:
+            return lambda outcomes: fired.extend(self._report(connection, entry, step, env, outcome)
+                                                 for (entry, step, env), outcome in zip(chunk, outcomes, strict=True))
+
+        # more than one batch: each is in the store (in a thread) while the next is read and built
+        with Relay(store.fire_many, threaded=len(due) > FIRST_BATCH) as relay:
+            for entries in batches(due, FIRST_BATCH, FIRE_BATCH):
+                last = {name: got.tick for name, got in store.last([entry.name for entry in entries]).items()}
+                planned = [(entry, step, self._envelope(entry, step, shift)) for entry in entries
+                           for step in entry.plan(last.get(entry.name), now)]
+                for start in range(0, len(planned), FIRE_BATCH):
+                    chunk = planned[start:start + FIRE_BATCH]
+                    relay.send([Firing(entry.name, step.tick, env) for entry, step, env in chunk], heard(chunk))
         for entry in due:  # only once every tick is in the store: a failed call leaves them due
             following = entry.trigger.next_after(now)
             self._next[entry.name] = math.inf if following is None else following
@@ -254,11 +261,15 @@ class Scheduler:
     def _report(self, connection: str, entry: Entry, step: Step, env: Envelope | None, outcome: Fire) -> Fired:
         """The log line and signal of one fired tick."""
         job_id = env.id if env is not None and outcome is Fire.PUSHED else None
+        logged = log.isEnabledFor(logging.INFO)  # 10,000 ticks on the minute: no time formatted for nothing
         if job_id is not None and env is not None:
-            log.info("schedule=%s tick=%s job_id=%s queue=%s fired", entry.name, _when(step.tick), job_id, env.queue)
-            cls = self.bridge.registry.get(env.name) if env.name in self.bridge.registry else None
-            signals.send(signals.job_dispatched, cls, id=job_id, envelope=env, connection=connection)
-        elif outcome is Fire.ADVANCED:
+            if logged:
+                log.info("schedule=%s tick=%s job_id=%s queue=%s fired", entry.name, _when(step.tick), job_id,
+                         env.queue)
+            if signals.job_dispatched.receivers:
+                cls = self.bridge.registry.get(env.name) if env.name in self.bridge.registry else None
+                signals.send(signals.job_dispatched, cls, id=job_id, envelope=env, connection=connection)
+        elif outcome is Fire.ADVANCED and logged:
             why = "a unique job of it is still pending" if env is not None else "missed, or expired before it fired"
             log.info("schedule=%s tick=%s skipped (%s)", entry.name, _when(step.tick), why)
         return Fired(entry.name, step.tick, outcome, job_id)

@@ -1,10 +1,13 @@
 """The redis driver's schedule store: one hash of last ticks, advanced by the script that pushes.
 
 ``{prefix}schedules`` maps each entry's name to ``"<last tick>|<job id>|<fired at>"``
-(the job id empty for a tick recorded without a job). ``fire.lua`` compares the
+(the job id empty for a tick recorded without a job). ``fire.lua`` compares each
 tick with the stored one, records it and pushes the tick's job exactly as
 ``push.lua`` would, in one script: Redis runs a script whole or not at all, so a
 scheduler killed at any instant leaves both the tick and its job, or neither.
+One call fires a batch of ticks (`FIRE_CHUNK`), and a step's calls go in one
+pipeline: 10,000 entries due at the same instant cost a handful of calls, not
+10,000.
 What Redis itself may lose (persistence, failover) it loses for both alike:
 docs/redis.md says what is guaranteed.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from redis.typing import EncodableT
@@ -29,6 +33,10 @@ if TYPE_CHECKING:
 
 #: entries per HMGET when reading last ticks
 READ_BATCH = 1000
+#: firings per fire.lua call (each call is one atomic step on the server, so it is kept short), and the
+#: most body bytes a call carries past its first job (far below what Redis takes in one request)
+FIRE_CHUNK = 500
+FIRE_CHUNK_BYTES = 16 * 1024 * 1024
 _OUTCOMES = {0: Fire.TAKEN, 1: Fire.ADVANCED, 2: Fire.PUSHED}
 
 
@@ -59,38 +67,89 @@ class RedisSchedules:
         return self.fire_many([Firing(entry, tick, envelope)])[0]
 
     def fire_many(self, firings: Sequence[Firing]) -> list[Fire]:
-        """One fire.lua call per firing, all in one pipeline (one round trip; each script atomic)."""
+        """fire.lua once per batch of firings (`FIRE_CHUNK`), all in one pipeline: one round trip."""
         if not firings:
             return []
-        now = self.now()
-        calls = [self._call(firing, now) for firing in firings]  # StoreRefused before anything is sent
+        calls = self._calls(firings)  # all built before anything is sent: StoreRefused stores nothing
         with translated():
             pipe = self._driver.client.pipeline(transaction=False)
-            for keys, args in calls:
-                self._fire(keys, args, client=pipe)
-            return [_OUTCOMES[int(reply)] for reply in pipe.execute()]
+            for call in calls:
+                self._fire(call.keys, call.args, client=pipe)
+            return [_OUTCOMES[int(outcome)] for reply in pipe.execute() for outcome in reply]
 
-    def _call(self, firing: Firing, now: float) -> tuple[list[str], list[EncodableT]]:
-        keys: list[str] = [self.key]
-        args: list[EncodableT] = [firing.entry, repr(firing.tick), repr(now)]
-        if firing.envelope is None:
-            return keys, [*args, "", "", "", 0, b""]
-        return self._with_job(keys, args, firing.envelope, now)
-
-    def _with_job(self, keys: list[str], args: list[EncodableT], envelope: Envelope,
-                  now: float) -> tuple[list[str], list[EncodableT]]:
-        """fire.lua's keys and arguments for pushing ``envelope`` (and taking its unique lock)."""
+    def _calls(self, firings: Sequence[Firing]) -> list[_Call]:
+        """fire.lua's calls for ``firings``, in order: at most `FIRE_CHUNK` each, and `FIRE_CHUNK_BYTES` of bodies."""
         driver = self._driver
-        pairs = entries.encoded([envelope])  # StoreRefused, before anything is stored, if it cannot be
-        due, attempts, job_id, body = entries.push_args(pairs, now, offset_of(driver.clock))
-        queue = envelope.queue
-        keys = [*keys, driver.keys.queues, driver.keys.stream(queue), driver.keys.delayed(queue)]
-        args = [*args, job_id, queue, due, attempts, body]
-        if envelope.unique_key is not None:
-            ttl = envelope.unique_for or 3600.0
-            keys.append(driver.keys.lock(envelope.unique_key))
-            args += [repr(now + ttl), max(1, math.ceil(ttl * 1000))]
-        return keys, args
+        now, shift = self.now(), offset_of(driver.clock)
+        calls = [_Call(self.key, driver.keys.queues, now)]
+        for firing in firings:
+            envelope = firing.envelope
+            job = None
+            if envelope is not None:
+                # StoreRefused, before anything is stored, for a job that cannot be
+                pairs = entries.encoded([envelope])
+                env, body = pairs[0]
+                due = str(entries.push_args(pairs, now, shift)[0])  # "" for ready now, as push.lua
+                job = _Job(env, driver.keys.stream(env.queue), driver.keys.delayed(env.queue), due, body,
+                           None if env.unique_key is None else driver.keys.lock(env.unique_key))
+            if calls[-1].full(job):
+                calls.append(_Call(self.key, driver.keys.queues, now))
+            calls[-1].add(firing, job)
+        return calls
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """A firing's job as fire.lua pushes it: its queue's keys, when it is due, its body, its lock's key."""
+
+    envelope: Envelope
+    stream: str
+    delayed: str
+    due: str
+    body: bytes
+    lock: str | None
+
+
+class _Call:
+    """One fire.lua call being built: its KEYS (each once) and its ARGV records (see the script's header)."""
+
+    def __init__(self, schedules: str, queues: str, now: float) -> None:
+        self.now = now
+        self.keys: list[str] = [schedules, queues]
+        self.args: list[EncodableT] = [repr(now)]
+        self._where: dict[str, int] = {}  # a key's index in KEYS (Lua counts from 1)
+        self._count = self._bytes = 0
+
+    def full(self, job: _Job | None) -> bool:
+        """Whether ``job`` belongs in a call of its own (this one holds enough)."""
+        if self._count == 0:
+            return False
+        return self._count >= FIRE_CHUNK or (job is not None and self._bytes + len(job.body) > FIRE_CHUNK_BYTES)
+
+    def add(self, firing: Firing, job: _Job | None) -> None:
+        self._count += 1
+        if job is None:
+            self.args += [firing.entry, repr(firing.tick), "", "", 0, "", 0, b"", 0, "", 0]
+            return
+        self._bytes += len(job.body)
+        stream = self._where.get(job.stream)
+        if stream is None:  # a queue new to this call: its stream, and its delayed set right after
+            self.keys += [job.stream, job.delayed]
+            stream = self._where[job.stream] = len(self.keys) - 1
+        env = job.envelope
+        self.args += [firing.entry, repr(firing.tick), env.id, env.queue, stream, job.due, env.attempts, job.body,
+                      *self._lock(job)]
+
+    def _lock(self, job: _Job) -> list[EncodableT]:
+        """A unique job's lock: its KEYS index, expires_at and ttl in ms (0: none)."""
+        if job.lock is None:
+            return [0, "", 0]
+        index = self._where.get(job.lock)
+        if index is None:
+            self.keys.append(job.lock)
+            index = self._where[job.lock] = len(self.keys)
+        ttl = job.envelope.unique_for or 3600.0
+        return [index, repr(self.now + ttl), max(1, math.ceil(ttl * 1000))]
 
 
 def _parsed(raw: bytes | str | None) -> LastTick | None:
