@@ -21,12 +21,10 @@ from __future__ import annotations
 import logging
 import random
 import signal
-import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, TypeVar
 
@@ -41,6 +39,7 @@ from jobbridge.settling import Settler
 from jobbridge.worker_lifecycle import REPLACE_EXIT_CODE as REPLACE_EXIT_CODE
 from jobbridge.worker_lifecycle import STOPPED_AT_ONCE_EXIT_CODE as STOPPED_AT_ONCE_EXIT_CODE
 from jobbridge.worker_lifecycle import Lifecycle
+from jobbridge.worker_options import WorkerOptions as WorkerOptions
 from jobbridge.worker_process import check_worker_driver as check_worker_driver
 from jobbridge.worker_process import on_stop_signals as on_stop_signals
 
@@ -56,34 +55,6 @@ PREFETCH_MS = 20.0
 MAX_AHEAD = 7
 #: the longest pause between tries of a failing store call (seconds)
 MAX_BACKOFF = 30.0
-
-
-@dataclass(frozen=True)
-class WorkerOptions:
-    """How a worker runs; the CLI fills the defaults from the app's `Settings`."""
-
-    queues: tuple[str, ...] = ("default",)  # priority order
-    concurrency: int = 8
-    processes: int = 1
-    max_jobs: int | None = None
-    sleep: float = 1.0
-    once: bool = False  # run one job, then exit
-    stop_when_empty: bool = False  # drain what is available now, then exit
-    connection: str | None = None
-    hostname: str = field(default_factory=socket.gethostname)
-    #: the file the processes of one ``--processes N`` command keep their rate limits in (the supervisor's)
-    rate_limit_file: str | None = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "queues", tuple(self.queues))
-        if not self.queues or not all(isinstance(q, str) and q for q in self.queues):
-            raise ValueError(f"a worker needs at least one queue name, got {self.queues!r}")
-        if self.concurrency < 1 or self.processes < 1:
-            raise ValueError("concurrency and processes must be at least 1")
-        if self.max_jobs is not None and self.max_jobs < 1:
-            raise ValueError(f"max_jobs must be at least 1 (or None), got {self.max_jobs}")
-        if self.sleep < 0:
-            raise ValueError(f"sleep must not be negative, got {self.sleep}")
 
 
 class _StopNow(BaseException):
