@@ -1,4 +1,4 @@
-"""``python -m benchmarks sqlite|postgres|mysql|redis|all``: jobbridge beside its peers, in one run.
+"""``python -m benchmarks sqlite|postgres|mysql|redis|rabbitmq|all``: jobbridge beside its peers, in one run.
 
 Prints, per backend, a table (library, scenario, jobs, seconds, jobs/s, how
 many times jobbridge's rate that is), the latency table, the issues' targets
@@ -19,9 +19,9 @@ from benchmarks import venv
 from benchmarks.common import Options, ProbeServer
 from benchmarks.report import machine, render_latency, render_rows
 
-BACKENDS = ("sqlite", "postgres", "mysql", "redis")
+BACKENDS = ("sqlite", "postgres", "mysql", "redis", "rabbitmq")
 #: the backends with peers to measure; sqlite and mysql run jobbridge alone, in the current interpreter
-WITH_PEERS = ("postgres", "redis", "all")
+WITH_PEERS = ("postgres", "redis", "rabbitmq", "all")
 
 
 def parse(argv: list[str]) -> argparse.Namespace:

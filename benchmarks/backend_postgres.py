@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from benchmarks.common import Options, ProbeServer, run_library
 from benchmarks.report import LatencyRow, Row
-from benchmarks.run_jobbridge import Config, JobbridgeRunner
+from benchmarks.run_jobbridge import METRICS, TELEMETRY, Config, JobbridgeRunner
 from benchmarks.run_procrastinate import ProcrastinateRunner
 from benchmarks.stores import BENCH_DB, drop_jobbridge_tables, empty_jobbridge_tables, ensure_pg_database, pg_url
 from benchmarks.targets import Target
@@ -21,6 +21,10 @@ TARGETS = (
     Target("jobbridge latency p50", JB, "latency-p50", at_most=0.005),
     Target("jobbridge processing vs Procrastinate, 1 process", JB, "process-1p", times="procrastinate",
            at_least=28),
+    Target("jobbridge metrics + heartbeat cost, 1 process", JB, METRICS.key, cost_versus="process-1p-warning",
+           at_most=0.05),
+    Target("jobbridge telemetry cost (OTel + Sentry + metrics), 1 process", JB, TELEMETRY.key,
+           cost_versus="process-1p-warning", at_most=0.05),
 )
 
 
@@ -34,7 +38,7 @@ def jobbridge_runner() -> JobbridgeRunner:
     url = pg_url(BENCH_DB)
     return JobbridgeRunner(
         JB, url,
-        [Config("process-1p", "process, 1 process x default concurrency (8 threads)"),
+        [Config("process-1p", "process, 1 process x default concurrency (8 threads)"), METRICS, TELEMETRY,
          Config("process-2x8", "process, 2 processes x 8 threads", processes=2, concurrency=8)],
         latency="process-1p", clean=lambda: empty_jobbridge_tables(url),
         before=lambda: _fresh(url))

@@ -75,7 +75,27 @@ def render_rows(title: str, rows: Sequence[Row], baseline: str = "jobbridge") ->
         body.append((r.library, r.scenario, _fmt(r.jobs) if r.jobs else "-",
                      "-" if r.error or r.seconds is None else f"{r.seconds:.2f}",
                      _fmt(rate) if not r.error else "n/a", _fmt(r.steady), _fmt(r.per_cpu), ratio, note))
-    return _table(title, header, body)
+    return "\n".join([_table(title, header, body), *log_level_lines(rows)])
+
+
+def log_level_lines(rows: Sequence[Row], suffix: str = "-warning") -> list[str]:
+    """Under the table: each jobbridge configuration at its default log level as a share of the same at WARNING.
+
+    The headline rows run the worker at its default level (a line per attempt);
+    the share says what that line costs (issue 19's target: at least 85%).
+    """
+    by_key = {(r.library, r.key): r for r in rows}
+    lines = []
+    for r in rows:
+        quiet = by_key.get((r.library, r.key + suffix))
+        if quiet is None or not r.rate or not quiet.rate:
+            continue
+        share = [f"{r.rate / quiet.rate:.0%} of the jobs/s"]
+        if r.per_cpu and quiet.per_cpu:
+            share.append(f"{r.per_cpu / quiet.per_cpu:.0%} of the jobs/cpu-s")
+        lines.append(f"  {r.library} {r.scenario} at the default log level (INFO): {' and '.join(share)} "
+                     "at -l warning")
+    return ["", *lines] if lines else []
 
 
 def render_latency(title: str, rows: Sequence[LatencyRow]) -> str:

@@ -1,7 +1,9 @@
-"""Celery (Redis broker) as a benchmark `Runner`: ``delay()`` per job, ``group().apply_async()`` as its batch."""
+"""Celery as a benchmark `Runner` (Redis broker, or RabbitMQ: `CeleryAmqpRunner`): ``delay()`` per job,
+``group().apply_async()`` as its batch."""
 
 from __future__ import annotations
 
+from benchmarks import vhosts
 from benchmarks.apps import redis_url
 from benchmarks.common import ProbeServer, WorkerGroup, child_env, venv_bin
 from benchmarks.stores import flush_redis_db
@@ -17,10 +19,12 @@ class CeleryRunner:
     latency_config = "process-default"
     poll_interval = 0.0
 
-    def prepare(self) -> None:
-        from benchmarks.apps import celery_app
+    app_module = APP
 
-        self.app = celery_app
+    def prepare(self) -> None:
+        import importlib
+
+        self.app = importlib.import_module(self.app_module)
         self.clean()
 
     def clean(self) -> None:
@@ -37,7 +41,7 @@ class CeleryRunner:
         group(self.app.noop.s() for _ in range(count)).apply_async()
 
     def worker(self, key: str, probe: ProbeServer) -> WorkerGroup:
-        cmd = [venv_bin("celery"), "-A", APP, "worker", "-l", "WARNING"]
+        cmd = [venv_bin("celery"), "-A", self.app_module, "worker", "-l", "WARNING"]
         if key == "process-1x1":
             cmd += ["--pool", "solo"]
         return WorkerGroup(f"celery-{key}", [cmd], child_env(probe))
@@ -47,3 +51,21 @@ class CeleryRunner:
 
     def close(self) -> None:
         self.app.app.close()
+
+
+class CeleryAmqpRunner(CeleryRunner):
+    """Celery on RabbitMQ (``amqp://``, its own vhost), at its defaults."""
+
+    app_module = "benchmarks.apps.celery_amqp_app"
+    configs = (("process-default", "process, default (prefork, 1 child per core)"),)
+
+    def prepare(self) -> None:
+        vhosts.fresh_vhost("celery")
+        super().prepare()
+
+    def clean(self) -> None:
+        self.app.app.control.purge()  # the celery queue, on the harness's own connection
+
+    def close(self) -> None:
+        super().close()
+        vhosts.drop_vhost("celery")

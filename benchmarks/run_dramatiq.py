@@ -1,7 +1,9 @@
-"""Dramatiq (Redis broker) as a benchmark `Runner`: ``send()`` per job; it has no batch enqueue."""
+"""Dramatiq as a benchmark `Runner` (Redis broker, or RabbitMQ: `DramatiqAmqpRunner`): ``send()`` per job;
+it has no batch enqueue."""
 
 from __future__ import annotations
 
+from benchmarks import vhosts
 from benchmarks.apps import redis_url
 from benchmarks.common import ProbeServer, WorkerGroup, child_env, venv_bin
 from benchmarks.stores import flush_redis_db
@@ -17,10 +19,12 @@ class DramatiqRunner:
     latency_config = "process-default"
     poll_interval = 0.0
 
-    def prepare(self) -> None:
-        from benchmarks.apps import dramatiq_app
+    module = MODULE
 
-        self.app = dramatiq_app
+    def prepare(self) -> None:
+        import importlib
+
+        self.app = importlib.import_module(self.module)
         self.clean()
 
     def clean(self) -> None:
@@ -35,7 +39,7 @@ class DramatiqRunner:
         self.enqueue_single(count)
 
     def worker(self, key: str, probe: ProbeServer) -> WorkerGroup:
-        cmd = [venv_bin("dramatiq"), MODULE]
+        cmd = [venv_bin("dramatiq"), self.module]
         if key == "process-1x1":
             cmd += ["--processes", "1", "--threads", "1"]
         return WorkerGroup(f"dramatiq-{key}", [cmd], child_env(probe))
@@ -45,3 +49,21 @@ class DramatiqRunner:
 
     def close(self) -> None:
         self.app.broker.close()
+
+
+class DramatiqAmqpRunner(DramatiqRunner):
+    """Dramatiq on RabbitMQ (its RabbitmqBroker, its own vhost), at its defaults."""
+
+    module = "benchmarks.apps.dramatiq_amqp_app"
+    configs = (("process-default", "process, default (1 process per core x 8 threads)"),)
+
+    def prepare(self) -> None:
+        vhosts.fresh_vhost("dramatiq")
+        super().prepare()
+
+    def clean(self) -> None:
+        self.app.broker.flush_all()  # its queues, their delay and dead-letter queues
+
+    def close(self) -> None:
+        super().close()
+        vhosts.drop_vhost("dramatiq")

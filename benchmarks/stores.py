@@ -17,6 +17,8 @@ PG = os.environ.get("JB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432").rstri
 MYSQL = os.environ.get("JB_BENCH_MYSQL", "mysql://root@127.0.0.1:3306").rstrip("/")
 BENCH_DB = "jobbridge_bench"
 PROCRASTINATE_DB = "jobbridge_bench_procrastinate"
+#: the amqp driver's shared store (failed jobs, unique locks) in the RabbitMQ benchmark
+AMQP_SHARED_DB = "jobbridge_bench_amqp"
 SQLITE_FILE = Path(tempfile.gettempdir()) / "jb-bench" / "jobbridge.sqlite3"
 
 
@@ -152,4 +154,24 @@ def versions() -> list[str]:
         found.append(f"Redis {info.get('redis_version', '?')}")
     except Exception as exc:
         found.append(f"Redis unavailable ({type(exc).__name__})")
+    found.append(_rabbitmq_version())
     return found
+
+
+def _rabbitmq_version() -> str:
+    """RabbitMQ's version, as the node announces it when a connection opens."""
+    try:
+        import amqp
+
+        from benchmarks.vhosts import RABBIT
+
+        where = urlsplit(RABBIT)
+        conn = amqp.Connection(f"{where.hostname or '127.0.0.1'}:{where.port or 5672}",
+                               userid=where.username or "guest", password=where.password or "guest",
+                               connect_timeout=3)
+        conn.connect()
+        version = conn.server_properties.get("version", "?")
+        conn.close()
+        return f"RabbitMQ {version}"
+    except Exception as exc:
+        return f"RabbitMQ unavailable ({type(exc).__name__})"

@@ -41,7 +41,7 @@ def ensure(venv: Path) -> str | None:
         steps.append([sys.executable, "-m", "venv", str(venv)])
     steps += [
         [str(python), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)],
-        [str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[postgres,mysql,redis]"],
+        [str(python), "-m", "pip", "install", "-q", "-e", f"{ROOT}[postgres,mysql,redis,amqp,otel,sentry,prometheus]"],
     ]
     for step in steps:
         done = subprocess.run(step, capture_output=True, text=True)

@@ -1,7 +1,8 @@
 """jobbridge's benchmark app: ``jobbridge worker -A benchmarks.apps.jobbridge_app:bridge``.
 
 The store comes from ``JB_BENCH_URL`` (a ``sqlite://``, ``postgresql://``,
-``mysql://`` or ``redis://`` URL; ``JB_BENCH_REDIS_PREFIX`` for Redis keys).
+``mysql://``, ``redis://`` or ``amqp://`` URL, the last with its shared store in
+a PostgreSQL database of its own; ``JB_BENCH_REDIS_PREFIX`` for Redis keys).
 Settings are built from that alone, so a ``JOBBRIDGE_*`` variable or a
 jobbridge.toml in the working directory cannot change what is measured.
 """
@@ -12,6 +13,7 @@ import os
 from typing import Any
 
 from benchmarks import probe
+from benchmarks.stores import AMQP_SHARED_DB, pg_url
 from jobbridge import Job, JobBridge, JobContext, Settings
 
 DEFAULT_URL = "sqlite:////tmp/jb-bench.sqlite3"
@@ -35,7 +37,12 @@ class Stamp(Job, name="bench.stamp"):
 
 def settings_for(url: str) -> Settings:
     data: dict[str, Any]
-    if url.startswith(("redis://", "rediss://")):
+    if url.startswith(("amqp://", "amqps://")):
+        # RabbitMQ holds the jobs; the failed store and unique locks live in a PostgreSQL database of their own
+        data = {"connections": {"default": "rabbit",
+                                "rabbit": {"driver": "amqp", "url": url, "locks": "shared"},
+                                "shared": {"driver": "database", "url": pg_url(AMQP_SHARED_DB)}}}
+    elif url.startswith(("redis://", "rediss://")):
         data = {"driver": "redis", "redis_url": url,
                 "redis_prefix": os.environ.get("JB_BENCH_REDIS_PREFIX", "jbbench:")}
     else:
