@@ -8,7 +8,9 @@ worker side is compat/running/flow.py: each header task, as it ends, counts itse
 once (by its own id, so a task run again after its worker was lost does not count
 twice); the one that reaches 0 publishes the body with all the results, read in
 one round trip. The first header task to fail takes the failure counter to 0:
-it runs the chord's errbacks and stores the body's FAILURE, once.
+it runs the chord's errbacks and stores the body's FAILURE, once. On Celery's wire the
+store joins chords in Celery's own keys instead (`jobbridge.results.celery_meta.CeleryChords`),
+so header tasks run by Celery workers and by jobbridge workers count in one place.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobbridge.envelope import new_id
+from jobbridge.results.celery_meta import CeleryChords
 
 from ..exceptions import ChordError
 from ..ports import AppPort
@@ -93,8 +96,11 @@ class chord(Canvas):
                     member.link_error(maybe_signature(errback, app=self.bound_app).clone(immutable=True))
         results = [m.freeze(group_id=group_id, group_index=i) for i, m in enumerate(members)]
         backend.save_group(group_id, [r.id for r in results])
-        store.counter_init(group_id, len(members), backend.ttl)
-        store.counter_init(group_id + FAILED, 1, backend.ttl)
+        if isinstance(store, CeleryChords):  # Celery's wire: counted in Celery's own keys, by either side
+            store.chord_start(group_id, len(members), backend.ttl)
+        else:
+            store.counter_init(group_id, len(members), backend.ttl)
+            store.counter_init(group_id + FAILED, 1, backend.ttl)
         if not members:
             body.apply_async(([],))
         for index, member in enumerate(members):

@@ -4,7 +4,8 @@ Unset (or ``"jobbridge"``), the broker URL picks jobbridge's native driver for i
 everywhere else. ``jobbridge_wire = "celery"`` (``CELERY_JOBBRIDGE_WIRE`` in a Django
 project's settings) keeps the broker as Celery uses it instead: jobs are Celery's
 protocol-2 messages in kombu's layout (the ``celery_wire`` driver), and results are
-written where Celery's Redis backend writes them (``celery+redis://``), so Celery
+written where Celery's Redis or database backend writes them (``celery+redis://``,
+``celery+db+...``), so Celery
 processes and jobbridge processes share the queues and read each other's results
 while a fleet moves over one process at a time (docs/celery-wire.md).
 
@@ -18,12 +19,15 @@ with ``jobbridge_wire = "celery"``          jobbridge
 ``broker_transport_options``                ``visibility_timeout`` read (kombu's, 3600 s
                                             unset, as in Celery); any other refused
 ``result_backend = redis://...``            ``results = celery+redis://...``: Celery's keys
+``result_backend = db+<database URL>``      ``results = celery+db+<database URL>``: Celery's
+                                            tables (celery_taskmeta), JSON only
 ``broker_url = amqp://...``                 connection ``broker``: driver celery_wire on
                                             RabbitMQ (Celery's classic durable queues); its
                                             failed store and locks in the result backend's
-                                            Redis; any broker_transport_options refused
+                                            Redis or database; any broker_transport_options
+                                            refused
 ``broker_url`` anything else                refused, naming why
-``result_backend`` a database, or none      refused: Celery reads results from its own backend
+``result_backend`` anything else            refused: Celery reads results from its own backend
 ==========================================  ==================================================
 """
 
@@ -39,6 +43,8 @@ from .brokers import scheme_of
 
 CELERY = "celery"
 AMQP_SCHEMES = ("amqp", "amqps", "pyamqp")
+#: the result backends Celery's database backend runs on, as jobbridge's database store URLs name them
+DATABASES = ("sqlite", "postgresql", "postgres", "mysql", "mariadb")
 VALUES = (None, "jobbridge", CELERY)
 
 
@@ -94,23 +100,39 @@ def _amqp(url: str, options: Mapping[str, Any] | None, shared_store: str | None)
             f"broker_transport_options[{key!r}] is not honoured by jobbridge's celery wire on RabbitMQ, which "
             "declares Celery's default queues (classic, durable) and holds a job while its connection lives "
             "(no visibility timeout there). Remove broker_transport_options")
-    if not shared_store or not scheme_of(shared_store).startswith("redis"):
+    kind = _store_kind(shared_store)
+    if shared_store is None or kind is None:
         raise RefusedFeature(
-            f"jobbridge_wire = 'celery' with broker_url {quoted(url)} needs result_backend = redis://host:6379/1: "
-            "RabbitMQ cannot keep failed jobs or unique-job locks, so jobbridge keeps them in the result backend's "
-            "Redis, where Celery's side reads the results too")
+            f"jobbridge_wire = 'celery' with broker_url {quoted(url)} needs a result backend on Redis or a database "
+            "(result_backend = redis://host:6379/1, or db+postgresql://...): RabbitMQ cannot keep failed jobs or "
+            "unique-job locks, so jobbridge keeps them in the result backend's store, where Celery's side reads "
+            "the results too")
     broker = {"driver": "celery_wire", "url": url, "locks": "shared"}
-    return {"connections": {"default": "broker", "broker": broker, "shared": {"driver": "redis", "url": shared_store}}}
+    return {"connections": {"default": "broker", "broker": broker, "shared": {"driver": kind, "url": shared_store}}}
+
+
+def _store_kind(url: str | None) -> str | None:
+    """The jobbridge driver that can keep failed jobs and locks on a result backend's store, if any."""
+    if not url:
+        return None
+    scheme = scheme_of(url)
+    if scheme.startswith("redis"):
+        return "redis"
+    return "database" if scheme.split("+", 1)[0] in DATABASES else None
 
 
 def results_url(url: str) -> str:
-    """The results of Celery's wire: Celery's Redis layout on the result backend's Redis."""
-    if not scheme_of(url).startswith("redis"):
-        raise RefusedFeature(
-            f"jobbridge_wire = 'celery' with result_backend {quoted(url)}: Celery's side reads results from its own "
-            "backend's layout, which jobbridge writes on Redis (result_backend = redis://host:6379/1); remove "
-            "result_backend, or point it at Redis")
-    return "celery+" + url
+    """The results of Celery's wire: Celery's Redis layout, or Celery's database tables, on the result backend."""
+    scheme = scheme_of(url)
+    if scheme.startswith("redis"):
+        return "celery+" + url
+    if scheme.split("+", 1)[0] in DATABASES:
+        return "celery+db+" + url
+    raise RefusedFeature(
+        f"jobbridge_wire = 'celery' with result_backend {quoted(url)}: Celery's side reads results from its own "
+        "backend's layout, which jobbridge writes on Redis (result_backend = redis://host:6379/1) and in Celery's "
+        "database tables (result_backend = db+postgresql://..., db+mysql://..., db+sqlite:///...); remove "
+        "result_backend, or point it at one of those")
 
 
 __all__ = ["CELERY", "backend", "results_url", "speaks_celery"]

@@ -17,6 +17,11 @@ these steps with it (at least once, never zero times):
   traceback, as Celery stores them, so ``get()`` on the chain's result raises it
   (a later step that is a chord member fails its chord, as a failed member would).
 - revoked (or expired) chord header task: the chord fails the same way.
+
+On Celery's wire (a store that is `CeleryChords`) each header task's outcome, success or
+failure, is counted in Celery's own chord keys instead, and the last one in joins: it
+publishes the body, or fails the chord naming the first failed part, as Celery's Redis
+backend does, so Celery's workers and jobbridge's count one chord together.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from jobbridge.results import SUCCESS, UnknownCounter
+from jobbridge.results import SUCCESS, ResultRecord, UnknownCounter
 from jobbridge.results.base import ResultEncodeError
+from jobbridge.results.celery_meta import CeleryChords
 
 from .. import states
 from ..canvas.chords import FAILED, chord
@@ -34,6 +40,7 @@ from ..canvas.signature import Signature, maybe_signature
 from ..exceptions import ChordError, TaskRevokedError
 from ..ports import AppPort, TaskPort
 from ..request import Request
+from ..results.remote import exception_of, failure_fields
 
 log = logging.getLogger("jobbridge.compat.task")
 
@@ -157,6 +164,9 @@ def _chord_part_succeeded(task: TaskPort, request: Request, retval: Any) -> None
     except ResultEncodeError as exc:
         chord_failed(task.app, request, exc, None)
         return
+    if isinstance(store, CeleryChords):
+        _celery_part(task.app, request, ResultRecord(str(request.id), SUCCESS, result=retval), None)
+        return
     try:
         left = store.counter_decrement(group_id, member=str(request.id))
     except UnknownCounter:
@@ -189,12 +199,44 @@ def _join(app: AppPort, request: Request) -> None:
 def chord_failed(app: AppPort, request: Request, exc: BaseException, traceback: str | None) -> None:
     """A header task failed: the first to say so stores the chord's FAILURE and runs its errbacks."""
     store = app.backend.require("a chord")
+    if isinstance(store, CeleryChords):  # Celery's wire: the part counts, and the chord fails once all are in
+        state = states.REVOKED if isinstance(exc, TaskRevokedError) else states.FAILURE
+        _celery_part(app, request, ResultRecord(str(request.id), state, **failure_fields(exc)), traceback)
+        return
     try:
         left = store.counter_decrement(f"{request.group}{FAILED}", member=str(request.id))
     except UnknownCounter:
         left = 0  # the chord outlived its counters; report the failure rather than lose it
     if left != 0:
         return
+    _fail_chord(app, request, exc, traceback)
+
+
+def _celery_part(app: AppPort, request: Request, part: ResultRecord, traceback: str | None) -> None:
+    """Celery's wire: count this part in Celery's keys; the last one in fails the chord or publishes the body.
+
+    As Celery's Redis backend does: the chord fails only once every part is in, naming the first
+    failed one, so a worker of either side may be the one that joins it.
+    """
+    store = app.backend.require("a chord")
+    assert isinstance(store, CeleryChords)
+    claim = store.chord_part(str(request.group), part, request.group_index, app.backend.ttl)
+    if claim is None:
+        return
+    failed = next((p for p in claim.parts if p.state in (states.FAILURE, states.REVOKED)), None)
+    if failed is not None:
+        _fail_chord(app, request, ChordError(f"Dependency {failed.id} raised {exception_of(failed)!r}"), traceback)
+    else:
+        try:
+            _apply(app, maybe_signature(request.chord, app=app), ([p.result for p in claim.parts],), request)
+        except Exception as exc:  # the body cannot be published: the chord fails, once, rather than hang
+            log.exception("the body of chord %s could not be published", request.group)
+            _fail_chord(app, request, ChordError(f"Callback error: {exc!r}"), traceback)
+    store.chord_done(claim)  # not reached when storing the failure raised: the claim lapses, a rerun joins
+
+
+def _fail_chord(app: AppPort, request: Request, exc: BaseException, traceback: str | None) -> None:
+    """The chord will not run its body: its errbacks, the body's FAILURE, and what the body was part of."""
     body = maybe_signature(request.chord, app=app)
     error = exc if isinstance(exc, ChordError) else ChordError(f"Dependency {request.id} raised {exc!r}")
     stand_in = body_request(body, request)

@@ -11,7 +11,10 @@ library is needed only when its backend is used:
   per-waiter list and BLPOP;
 - ``celery+redis://...`` — task results in Celery's own Redis layout
   (``celery-task-meta-<id>``), so Celery and jobbridge read each other's
-  (`jobbridge.results.celery_redis`).
+  (`jobbridge.results.celery_redis`);
+- ``celery+db+<database URL>`` — task results in Celery's database backend tables
+  (``celery_taskmeta``, JSON only: a pickled row is refused, never loaded)
+  (`jobbridge.results.celery_database`).
 
 Expiry is always judged by the injected clock. docs/results.md says what the
 store is for and which of Celery's failures it prevents.
@@ -59,6 +62,10 @@ def open_store(url: str, *, clock: Clock, prefix: str = "jobbridge:", **options:
         from jobbridge.results.celery_redis import open_celery_redis_store
 
         return open_celery_redis_store(url.split("+", 1)[1], clock=clock, prefix=prefix, **options)
+    if url.lower().startswith("celery+db+"):
+        from jobbridge.results.celery_database import open_celery_database_store
+
+        return open_celery_database_store(url[len("celery+db+"):], clock=clock, **options)
     scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
     backend = SCHEMES.get(scheme)
     if backend is None:

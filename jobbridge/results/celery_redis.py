@@ -18,44 +18,42 @@ facade its type and message, which it raises as the task's own type where it can
 import it (never anything but an exception class). A result that is SUCCESS is
 never overwritten, as in Celery.
 
-What has no place in Celery's layout, the facade's cancellations, chord counters and
-saved groups, stays in the jobbridge Redis result store beside it (prefix ``jobbridge:``).
+Chords are joined in Celery's own keys (`CeleryChords`): the chord's size in
+``celery-taskset-meta-<group>.s``, each header task's outcome in the sorted set ``….j``
+(counted once per task in ``….d``), and the last part's claim on publishing the body in
+``….c``, so a chord whose header runs on Celery and jobbridge workers together joins once,
+whichever side runs the last part.
+
+What has no place in Celery's layout, the facade's cancellations, counters and saved
+groups, stays in the jobbridge Redis result store beside it (prefix ``jobbridge:``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
+import uuid
+from collections.abc import Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from jobbridge.clock import Clock
 from jobbridge.drivers.redis.connection import translated
 from jobbridge.errors import DriverUnavailable
-from jobbridge.results.base import (
-    FAILURE,
-    READY_STATES,
-    RETRY,
-    REVOKED,
-    SUCCESS,
-    ResultRecord,
-    check_record,
-    encode_json,
-    round_trip,
-)
+from jobbridge.results.base import ResultRecord, check_record, encode_json
+from jobbridge.results.celery_meta import WRAPPED, ChordClaim, meta_of, record_from_meta, record_of, result_of
 from jobbridge.results.redis import RedisResultStore, open_redis_store
 
 TASK_KEY = "celery-task-meta-"
+#: a chord's keys: <prefix><group id>.j (the parts), .t, .s (its size), .d (who counted), .c (the claim)
+GROUP_KEY = "celery-taskset-meta-"
+#: seconds the last header task's claim on publishing the body lives; the done marker's after it published
+CLAIM_SECONDS, DONE_SECONDS = 10, 300
 #: ids of what the facade keeps for itself (a saved group, a call kept for result_extended): jobbridge's layout
 OWN_IDS = ("celery-group-meta:", "celery-task-meta-extended:")
-#: a progress meta that is not an object travels in Celery's ``result`` as it is; the facade reads it under this
-WRAPPED = "__celery_meta__"
 #: seconds one wait listens before it reads the key again (a publish missed in a reconnect costs one slice)
 SLICE = 1.0
-_REVOKED = ("celery.exceptions", "TaskRevokedError")
 
 
 class CeleryRedisResultStore:
@@ -65,6 +63,9 @@ class CeleryRedisResultStore:
         self.inner, self.client, self.clock = inner, inner.client, inner.clock
         source = resources.files("jobbridge.results").joinpath("celery_store.lua").read_text()
         self._store = self.client.register_script(source)
+        here = resources.files("jobbridge.results")
+        self._part = self.client.register_script(here.joinpath("celery_chord_part.lua").read_text())
+        self._done = self.client.register_script(here.joinpath("celery_chord_done.lua").read_text())
 
     def __repr__(self) -> str:
         return f"<CeleryRedisResultStore {self.describe()}>"
@@ -167,94 +168,55 @@ class CeleryRedisResultStore:
     def counter_decrement(self, key: str, member: str | None = None) -> int:
         return self.inner.counter_decrement(key, member)
 
+    # -- chords, in Celery's keys -------------------------------------------------------------------
+
+    def chord_start(self, group_id: str, size: int, ttl: float) -> None:
+        """The chord's size where Celery's backend keeps it (and no claim left from an earlier run of its id)."""
+        key = GROUP_KEY + group_id
+        with translated():
+            pipe = self.client.pipeline()
+            pipe.delete(key + ".c")
+            pipe.set(key + ".s", size, ex=max(1, round(ttl)))
+            pipe.execute()
+
+    def chord_part(self, group_id: str, record: ResultRecord, index: int | None, ttl: float) -> ChordClaim | None:
+        """Count a header task's outcome as Celery's Redis backend does; the claim if this was the last part."""
+        key = GROUP_KEY + group_id
+        part = encode_json([1, record.id, record.state, result_of(record)], "result", record.id)
+        token = uuid.uuid4().hex
+        with translated():
+            _, _, claimed = self._part(
+                keys=[key + ".j", key + ".t", key + ".s", key + ".d", key, key + ".c"],
+                args=[record.id, part, "+inf" if index is None else index, max(0, round(ttl)), CLAIM_SECONDS,
+                      token])
+            if not claimed:
+                return None
+            raw = cast("list[bytes]", self.client.zrange(key + ".j", 0, -1))
+        return ChordClaim(group_id, token, tuple(self._part_record(group_id, value) for value in raw))
+
+    def _part_record(self, group_id: str, raw: bytes) -> ResultRecord:
+        try:
+            _, id, state, result = orjson.loads(raw)
+            found = record_from_meta(str(id), {"status": state, "result": result}, self.clock.now())
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            found = None
+        return found or ResultRecord(id=f"{group_id}-part", state="FAILURE",
+                                     error=f"ValueError: a part of chord {group_id} is not Celery's JSON")
+
+    def chord_done(self, claim: ChordClaim) -> None:
+        key = GROUP_KEY + claim.group_id
+        with translated():
+            self._done(keys=[key + ".c", key + ".j", key + ".t", key + ".s", key + ".d"],
+                       args=[claim.token, DONE_SECONDS])
+
     def close(self) -> None:
         self.inner.close()
-
-
-# -- the meta, both ways ---------------------------------------------------------------------------
-
-
-def meta_of(record: ResultRecord, now: float) -> dict[str, Any]:
-    """The meta Celery's backend writes for a record (its ``result`` by state, as Celery's json encodes it)."""
-    meta: dict[str, Any] = {
-        "status": record.state, "result": _result(record), "traceback": record.traceback, "children": [],
-        "date_done": datetime.fromtimestamp(now, UTC).isoformat() if record.state in READY_STATES else None,
-        "task_id": record.id,
-    }
-    if record.name is not None:
-        meta["name"] = record.name
-    return meta
-
-
-def _result(record: ResultRecord) -> Any:
-    if record.state == SUCCESS:
-        return round_trip(record.result, "result", record.id)
-    if record.state == REVOKED:
-        return {"exc_type": _REVOKED[1], "exc_message": [record.error or "revoked"], "exc_module": _REVOKED[0]}
-    if record.state in (FAILURE, RETRY) and (record.exception_type or record.error):
-        module, _, qualname = (record.exception_type or "builtins.Exception").rpartition(".")
-        message = _message(record.error or "", qualname)
-        return {"exc_type": qualname, "exc_message": [message], "exc_module": module or "builtins"}
-    meta = record.meta
-    if isinstance(meta, Mapping) and len(meta) == 1 and WRAPPED in meta:
-        return round_trip(meta[WRAPPED], "meta", record.id)
-    return round_trip(meta, "meta", record.id)
-
-
-def _message(error: str, qualname: str) -> str:
-    """A stored error (``"Type: message"``, first line) as the exception's message."""
-    head = error.split("\n", 1)[0]
-    for prefix in (f"{qualname}: ", f"{qualname.rpartition('.')[2]}: "):
-        if head.startswith(prefix):
-            return head[len(prefix):]
-    return "" if head in (qualname, qualname.rpartition(".")[2]) else head
-
-
-def record_of(id: str, raw: bytes | str | None, now: float) -> ResultRecord | None:
-    """The record a Celery meta stands for; None when there is none (Celery's PENDING) or it is not a meta."""
-    if raw is None:
-        return None
-    try:
-        meta = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(meta, dict) or not isinstance(meta.get("status"), str):
-        return None
-    state, result = meta["status"], meta.get("result")
-    done = _time(meta.get("date_done")) or now
-    fields: dict[str, Any] = {"id": id, "state": state, "name": meta.get("name"), "traceback": meta.get("traceback"),
-                              "created_at": done, "updated_at": done}
-    exc = result if isinstance(result, dict) and "exc_type" in result else None
-    if state == SUCCESS:
-        fields["result"] = result
-    elif exc is not None and state in (FAILURE, RETRY, REVOKED):
-        fields.update(_failure(exc))
-    else:
-        fields["meta"] = result if isinstance(result, dict) or result is None else {WRAPPED: result}
-    return ResultRecord(**fields)
-
-
-def _failure(exc: Mapping[str, Any]) -> dict[str, Any]:
-    qualname, module = str(exc.get("exc_type") or "Exception"), exc.get("exc_module")
-    args = exc.get("exc_message")
-    message = str(args[0]) if isinstance(args, list) and len(args) == 1 else (
-        "" if args in ([], None) else str(tuple(args)) if isinstance(args, list) else str(args))
-    exception_type = f"{module}.{qualname}" if module else qualname
-    return {"error": f"{qualname.rpartition('.')[2]}: {message}" if message else qualname,
-            "exception_type": exception_type}
-
-
-def _time(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp()
 
 
 def open_celery_redis_store(url: str, *, clock: Clock, prefix: str = "jobbridge:",
                             **options: Any) -> CeleryRedisResultStore:
     """The store for ``celery+redis://...``: Celery's keys, and a jobbridge Redis store on the same server."""
     return CeleryRedisResultStore(open_redis_store(url, clock=clock, prefix=prefix, **options))
+
+
+__all__ = ["TASK_KEY", "WRAPPED", "CeleryRedisResultStore", "meta_of", "open_celery_redis_store", "record_of"]

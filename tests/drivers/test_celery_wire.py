@@ -254,3 +254,57 @@ def test_the_facade_gives_the_wire_its_connection_settings_or_refuses_them() -> 
                      set_as_current=False)
     with pytest.raises(RefusedFeature, match="broker_heartbeat"):
         jobbridge_settings(refused.conf, environ={})
+
+
+def test_the_facade_maps_a_database_result_backend_to_celerys_tables_on_the_wire() -> None:
+    """db+<database URL> on the wire: results in Celery's tables; on RabbitMQ, failed jobs and locks beside them."""
+    from jobbridge.compat import Celery
+    from jobbridge.compat.config import wire
+    from jobbridge.compat.config.settings import jobbridge_settings
+    from jobbridge.compat.exceptions import RefusedFeature
+
+    database = "postgresql+psycopg://127.0.0.1:5432/test"
+    assert wire.results_url(database) == "celery+db+" + database
+    assert wire.results_url("sqlite:///r.sqlite3") == "celery+db+sqlite:///r.sqlite3"
+    with pytest.raises(RefusedFeature, match="db\\+postgresql"):
+        wire.results_url("memory://")
+    found = wire.backend("amqp://guest:guest@127.0.0.1:5672/x", None, database)["connections"]
+    assert found["shared"] == {"driver": "database", "url": database}
+    app = Celery("wire", broker="redis://127.0.0.1:6379/13", backend="db+" + database, jobbridge_wire="celery",
+                 set_as_current=False)
+    settings = jobbridge_settings(app.conf, environ={})
+    assert settings.results_store() == ("celery+db+" + database, {})
+
+
+def test_chord_parts_count_once_in_celerys_keys_and_the_last_one_claims_the_join(broker: redis.Redis) -> None:
+    """The store's side of a chord across sides: Celery's .s/.j/.d/.c keys, each part once, one claim, then done."""
+    from jobbridge.results import FAILURE, SUCCESS, ResultRecord, open_store
+    from jobbridge.results.celery_meta import CeleryChords
+
+    store = open_store("celery+" + URL, clock=FixedClock(1_800_000_000.0))
+    try:
+        assert isinstance(store, CeleryChords)
+        part = store.chord_part("unknown", ResultRecord("a", SUCCESS, result=1), 0, 60)
+        assert part is None and broker.zcard("celery-taskset-meta-unknown.j") == 1  # no size: never joins
+        store.chord_start("g", 3, 60)
+        assert broker.get("celery-taskset-meta-g.s") == b"3"
+        first = ResultRecord("p0", SUCCESS, result={"n": 0})
+        assert store.chord_part("g", first, 0, 60) is None
+        assert store.chord_part("g", first, 0, 60) is None  # the same task again (a redelivery): not counted
+        failed = ResultRecord("p1", FAILURE, error="ValueError: boom", exception_type="builtins.ValueError")
+        assert store.chord_part("g", failed, 1, 60) is None
+        assert broker.zcard("celery-taskset-meta-g.j") == 2
+        claim = store.chord_part("g", ResultRecord("p2", SUCCESS, result=[2]), 2, 60)
+        assert claim is not None and [p.id for p in claim.parts] == ["p0", "p1", "p2"]
+        assert [p.state for p in claim.parts] == [SUCCESS, FAILURE, SUCCESS]
+        assert claim.parts[0].result == {"n": 0} and claim.parts[1].exception_type == "builtins.ValueError"
+        assert store.chord_part("g", ResultRecord("p2", SUCCESS, result=[2]), 2, 60) is None  # claimed already
+        store.chord_done(claim)
+        assert broker.get("celery-taskset-meta-g.c") == b"done"
+        assert not broker.exists("celery-taskset-meta-g.j", "celery-taskset-meta-g.s", "celery-taskset-meta-g.d")
+        assert store.chord_part("g", first, 0, 60) is None  # a late duplicate after the join: nothing recreated
+        assert not broker.exists("celery-taskset-meta-g.j")
+        raw = json.loads(broker.zrange("celery-taskset-meta-unknown.j", 0, -1)[0])
+        assert raw == [1, "a", "SUCCESS", 1]  # the part as Celery's backend writes it
+    finally:
+        store.close()

@@ -2,7 +2,8 @@
 
 The module imports ``celery`` or ``jobbridge.compat`` by that variable and nothing else of
 either, so the same tasks, by the same names, run on both sides of one broker
-(``WIRE_BROKER``: a Redis database of the test's own, ``WIRE_URL``, or a RabbitMQ vhost). Each run is recorded in Redis
+(``WIRE_BROKER``: a Redis database of the test's own, ``WIRE_URL``, or a RabbitMQ vhost; results on
+``WIRE_BACKEND``, that Redis unless set). Each run is recorded in Redis
 (``wire:ran``: ``task|key|side``), so a test counts what ran where and how often.
 """
 
@@ -23,12 +24,18 @@ else:
 URL = os.environ["WIRE_URL"]
 #: the broker: the same Redis, or RabbitMQ (``WIRE_BROKER``, a vhost of the test's own); results stay on Redis
 BROKER = os.environ.get("WIRE_BROKER", URL)
-app = Celery("wire", broker=BROKER, backend=URL)
+#: the result backend: the same Redis, or a database (``WIRE_BACKEND``, ``db+...``, Celery's database backend)
+BACKEND = os.environ.get("WIRE_BACKEND", URL)
+app = Celery("wire", broker=BROKER, backend=BACKEND)
 app.conf.update(result_expires=600)
 if BROKER.startswith("redis"):  # RabbitMQ has no visibility timeout (the facade refuses one there)
     app.conf.broker_transport_options = {"visibility_timeout": float(os.environ.get("WIRE_VT", "3600"))}
 if SIDE != "celery":
     app.conf.jobbridge_wire = "celery"
+elif os.environ.get("WIRE_PREFETCH"):  # a Celery worker that takes one message per thread, leaving the rest
+    app.conf.worker_prefetch_multiplier = int(os.environ["WIRE_PREFETCH"])
+#: seconds each ``mark`` takes (a fleet whose workers are busy, so both sides get a share of a queue)
+MARK_SECONDS = float(os.environ.get("WIRE_MARK_SECONDS", "0"))
 log = redis.Redis.from_url(URL)
 
 
@@ -56,6 +63,8 @@ def tsum(values: list[int]) -> int:
 
 @app.task(name="wire.mark")
 def mark(key: str) -> str:
+    if MARK_SECONDS:
+        time.sleep(MARK_SECONDS)
     _ran("mark", key)
     return key
 
@@ -74,3 +83,16 @@ def slow(key: str, seconds: float) -> str:
     time.sleep(seconds)
     _ran("slow", key)
     return key
+
+
+@app.task(name="wire.collect")
+def collect(values: list[int], key: str) -> int:
+    """A chord's body: records its key, so a test counts how often each chord's body ran."""
+    _ran("collect", key)
+    return sum(values)
+
+
+@app.task(name="wire.boom")
+def boom(key: str) -> None:
+    _ran("boom", key)
+    raise ValueError(f"boom {key}")

@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.integration.celery_wire_app import SIDE, add, app, echo, flaky, mark, tsum
+from tests.integration.celery_wire_app import SIDE, add, app, boom, collect, echo, flaky, mark, tsum
 
 if SIDE == "celery":
     from celery import chain, chord, group
@@ -30,9 +30,15 @@ def _outcome(result: Any) -> Any:
         return f"raised {type(exc).__name__}: {str(exc)[:200]}"
 
 
+#: the queues a chord's header is split over: one a jobbridge worker works, one a Celery worker works
+SPLIT = ("wire-jb", "wire-cw")
+
+
 def main(count: int) -> dict[str, Any]:
     if "few" in sys.argv[2:]:
         return few(count)
+    if "chords" in sys.argv[2:]:
+        return chords(count)
     sent = [add.delay(i, i) for i in range(count)]
     shapes: dict[str, Any] = {
         "echo": echo.apply_async((1, "two", [3]), {"four": {"five": 5}}),
@@ -64,6 +70,21 @@ def few(count: int) -> dict[str, Any]:
               "chain": chain(add.s(1, 2), add.s(3), add.s(4)).apply_async()}
     out: dict[str, Any] = {"adds": [_outcome(r) for r in sent]}
     out.update({name: _outcome(r) for name, r in shapes.items()})
+    return out
+
+
+def chords(first: int) -> dict[str, Any]:
+    """Chords whose header tasks go half to each side's queue (adds of ``first``..``first+3``); bodies on either."""
+    header = [add.s(i, i).set(queue=SPLIT[i % 2]) for i in range(first, first + 4)]
+    ok = chord(header, collect.s(f"{SIDE}-chord")).apply_async()
+    parts = [add.s(1, 1).set(queue=SPLIT[0]), boom.si(f"{SIDE}-part").set(queue=SPLIT[1])]
+    failing = chord(parts, collect.s(f"{SIDE}-failing")).apply_async()
+    out = {"chord": _outcome(ok), "failing": _outcome(failing)}
+    body = app.AsyncResult(failing.id)
+    deadline = time.monotonic() + WAIT
+    while body.state != "FAILURE" and time.monotonic() < deadline:  # stored when the last part is in
+        time.sleep(0.1)
+    out["failing_body"] = f"{body.state} {type(body.result).__name__}: {body.result}"
     return out
 
 
