@@ -77,10 +77,12 @@ def fill(bridge: JobBridge, count: int, now: float) -> None:
     if batch:
         with engine.begin() as conn:
             conn.execute(insert(failed_jobs), batch)
-    if engine.dialect.name in ("postgresql", "mysql"):
+    # the statistics of the filled table, and on PostgreSQL its dead rows (the previous run's flush) reclaimed
+    # and the trigram index's pending entries merged, as autovacuum would have done by the time anyone looks
+    statement = {"postgresql": "VACUUM ANALYZE", "mysql": "ANALYZE TABLE"}.get(engine.dialect.name)
+    if statement is not None:
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            conn.execute(text("ANALYZE " + ("" if engine.dialect.name == "postgresql" else "TABLE ")
-                              + "jobbridge_failed_jobs"))
+            conn.execute(text(f"{statement} jobbridge_failed_jobs"))
 
 
 def _fill_redis(driver: Any, count: int, now: float) -> None:

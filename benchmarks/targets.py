@@ -39,8 +39,8 @@ class Target:
             return f"  target {self.label} {goal}: not measured"
         cost = 1 - row.per_cpu / base.per_cpu
         verdict = "met" if cost <= (self.at_most or 0) else "MISSED"
-        return (f"  target {self.label} {goal}: {cost:+.1%} of the jobs/cpu-s ({row.per_cpu:,.0f} vs "
-                f"{base.per_cpu:,.0f}), {1 - row.rate / base.rate:+.1%} of the jobs/s: {verdict}")
+        return (f"  target {self.label} {goal}: costs {cost:.1%} of the jobs/cpu-s ({row.per_cpu:,.0f} vs "
+                f"{base.per_cpu:,.0f}) and {1 - row.rate / base.rate:.1%} of the jobs/s: {verdict}")
 
     def _check_rate(self, rows: Sequence[Row], latency: Sequence[LatencyRow]) -> str:
         value = self._value(self.library, rows, latency)

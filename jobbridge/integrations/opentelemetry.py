@@ -92,18 +92,23 @@ def _tracer() -> Tracer:
     return JobBridgeInstrumentor._tracer or trace.get_tracer(__name__, __version__)
 
 
+#: the attributes a (job name, queue, connection, operation) always has, built once per label set
+_constant: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+
+
 def _attributes(env: Envelope, connection: str, operation: str) -> dict[str, Any]:
-    kind = "send" if operation == "publish" else operation
-    return {
-        "messaging.system": SYSTEM,
-        "messaging.destination.name": env.queue,
-        "messaging.operation": operation,  # the older conventions' name for it
-        "messaging.operation.type": kind,
-        "messaging.operation.name": operation,
-        "messaging.message.id": env.id,
-        "jobbridge.job.name": env.name,
-        "jobbridge.connection": connection,
-    }
+    key = (env.name, env.queue, connection, operation)
+    constant = _constant.get(key)
+    if constant is None:
+        constant = _constant[key] = {
+            "messaging.system": SYSTEM,
+            "messaging.destination.name": env.queue,
+            "messaging.operation.type": "send" if operation == "publish" else operation,
+            "messaging.operation.name": operation,
+            "jobbridge.job.name": env.name,
+            "jobbridge.connection": connection,
+        }
+    return {**constant, "messaging.message.id": env.id}
 
 
 def _around_push(bridge: JobBridge, envelopes: Sequence[Envelope], connection: str,
@@ -134,19 +139,30 @@ def _around_push(bridge: JobBridge, envelopes: Sequence[Envelope], connection: s
 
 
 def _around_attempt(executor: Executor, res: Reservation, run: RunAttempt) -> Outcome:
-    """A consumer span around one attempt, the child of its dispatch's span (from the headers)."""
+    """A consumer span around one attempt, the child of its dispatch's span (from the headers).
+
+    Started and made current by hand rather than through ``start_as_current_span``'s context manager:
+    this runs once per attempt, and the span ends the same way whatever the attempt did.
+    """
     env = res.envelope
     current = otel_context.get_current()
     parent = propagate.extract(env.headers, context=current, getter=_GETTER)
     producer = trace.get_current_span(parent).get_span_context()
     links = [Link(producer)] if producer.is_valid and producer != trace.get_current_span(current).get_span_context() \
-        else []
-    attributes = {**_attributes(env, executor.connection, "process"), "jobbridge.attempt": env.attempts,
-                  "jobbridge.max_attempts": env.tries}
-    with _tracer().start_as_current_span(f"process {env.queue}", context=parent, kind=SpanKind.CONSUMER,
-                                         attributes=attributes, links=links, record_exception=True,
-                                         set_status_on_exception=True) as span:
+        else None
+    attributes = _attributes(env, executor.connection, "process")
+    attributes["jobbridge.attempt"] = env.attempts
+    attributes["jobbridge.max_attempts"] = env.tries
+    span = _tracer().start_span(f"process {env.queue}", context=parent, kind=SpanKind.CONSUMER,
+                                attributes=attributes, links=links)
+    token = otel_context.attach(trace.set_span_in_context(span, parent))
+    try:
         outcome = run()
+    except BaseException as exc:
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+        raise
+    else:
         span.set_attribute("jobbridge.outcome", outcome.label)
         if outcome.label not in _CLEAN:
             if outcome.exception is not None:
@@ -154,3 +170,6 @@ def _around_attempt(executor: Executor, res: Reservation, run: RunAttempt) -> Ou
             reason = outcome.error.split("\n", 1)[0][:200] if outcome.error else outcome.label
             span.set_status(Status(StatusCode.ERROR, reason))
         return outcome
+    finally:
+        otel_context.detach(token)
+        span.end()

@@ -69,6 +69,20 @@ HELD = Gauge("jobbridge_reservations_held", "Reservations held now, running or r
              multiprocess_mode="livesum")
 
 
+#: the labelled children, looked up once per label set: `labels()` validates and locks on every call
+_attempts: dict[tuple[str, str, str], Any] = {}
+_durations: dict[tuple[str, str], Any] = {}
+_dispatches: dict[tuple[str, str], Any] = {}
+
+
+def _child(cache: dict[Any, Any], metric: Any, key: tuple[str, ...]) -> Any:
+    """``metric.labels(*key)``, cached (a dict read per attempt; the rare miss takes the metric's own lock)."""
+    child = cache.get(key)
+    if child is None:
+        child = cache[key] = metric.labels(*key)
+    return child
+
+
 def _around_attempt(executor: Executor, res: Reservation, run: RunAttempt) -> Outcome:
     BUSY.inc()
     try:
@@ -76,8 +90,8 @@ def _around_attempt(executor: Executor, res: Reservation, run: RunAttempt) -> Ou
     finally:
         BUSY.dec()
     env = res.envelope
-    ATTEMPTS.labels(env.name, env.queue, outcome.label).inc()
-    DURATION.labels(env.name, env.queue).observe(outcome.duration_ms / 1000.0)
+    _child(_attempts, ATTEMPTS, (env.name, env.queue, outcome.label)).inc()
+    _child(_durations, DURATION, (env.name, env.queue)).observe(outcome.duration_ms / 1000.0)
     return outcome
 
 
@@ -86,7 +100,7 @@ def _around_push(bridge: JobBridge, envelopes: Sequence[Envelope], connection: s
     ids = push(envelopes)
     for env, job_id in zip(envelopes, ids, strict=True):
         if job_id is not None:
-            DISPATCHES.labels(env.name, env.queue).inc()
+            _child(_dispatches, DISPATCHES, (env.name, env.queue)).inc()
     return ids
 
 

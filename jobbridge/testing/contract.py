@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from jobbridge.drivers.base import Capabilities, Driver, FailedFilter, FailedStore, LockStore
+from jobbridge.drivers.base import Capabilities, Driver, FailedFilter, FailedStore, ForgettingFailedStore, LockStore
 from jobbridge.envelope import Envelope, Reservation, new_id
 from jobbridge.errors import NoFailedJob, StoreRefused
 from jobbridge.testing.clock import FixedClock
@@ -369,6 +369,62 @@ class FailedStoreContract(ContractHelpers):
         assert ids(queue="low", since=since) == set()
         assert ids() == {first[0].id, first[1].id, late.id}
         assert [job.id for job in driver.failed.list(1, FailedFilter(queue="high"))] == [late.id]
+
+    def fail_with(self, driver: Driver, clock: FixedClock, errors: list[str], **kw: Any) -> list[str]:
+        """One failed job per error text, each 10 s after the one before; their ids, oldest first."""
+        ids = []
+        for error in errors:
+            (env,) = self.push(driver, clock, **kw)
+            driver.fail(self.reserve_one(driver, (env.queue,)), error)
+            ids.append(env.id)
+            clock.advance(10)
+        return ids
+
+    def test_list_until_is_an_inclusive_end(self, driver: Driver, clock: FixedClock) -> None:
+        start = clock.now()
+        old, middle, new = self.fail_with(driver, clock, ["a", "b", "c"])
+
+        def ids(**where: Any) -> list[str]:
+            return [job.id for job in driver.failed.list(10, FailedFilter(**where))]
+
+        assert ids(until=start + 10) == [middle, old], "at or before, the newest first"
+        assert ids(until=start + 9.5) == [old]
+        assert ids(until=start - 1) == []
+        assert ids(since=start + 5, until=start + 15) == [middle]
+        assert [job.id for job in driver.failed.list(1, FailedFilter(until=start + 25))] == [new]
+
+    def test_list_filters_by_error_text_ignoring_case(self, driver: Driver, clock: FixedClock) -> None:
+        smtp, percent, path, zurich = self.fail_with(driver, clock, [
+            "ConnectionError: the SMTP server closed\nTraceback (most recent call last):\n  File ...",
+            "ValueError: 100% of 5_items",
+            "OSError: /srv/app/spool is full",
+            "RuntimeError: Zürich's relay said no"])
+
+        def ids(**where: Any) -> set[str]:
+            return {job.id for job in driver.failed.list(10, FailedFilter(**where))}
+
+        assert ids(error="smtp SERVER") == {smtp}
+        assert ids(error="Error") == {smtp, percent, path, zurich}
+        assert ids(error="zürich's RELAY") == ids(error="RELAY said") == {zurich}, "beside other characters"
+        assert ids(error="most recent call") == {smtp}, "anywhere in the text, the traceback included"
+        assert ids(error="%") == ids(error="0% of") == {percent}, "% is a character, not a wildcard"
+        assert ids(error="_") == ids(error="5_i") == {percent}, "_ is a character, not a wildcard"
+        assert ids(error="/srv/") == {path}
+        assert ids(error="no such text") == set()
+        assert ids(error="error", since=clock.now() - 15) == {zurich}
+        assert [job.id for job in driver.failed.list(2, FailedFilter(error="Error"))] == [zurich, path]
+
+    def test_forget_deletes_the_chosen_failed_jobs(self, driver: Driver, clock: FixedClock) -> None:
+        if not isinstance(driver.failed, ForgettingFailedStore):
+            pytest.skip("this driver's failed store cannot delete chosen jobs")
+        first, second, third = self.fail_with(driver, clock, ["a", "b", "c"])
+        assert driver.failed.forget([]) == 0
+        forgotten = driver.failed.forget([first, third, "no-such-id"])
+        assert forgotten == 2, f"forget said {forgotten}: an id the store does not hold is skipped, uncounted"
+        assert driver.failed.count() == 1 and driver.failed.get(first) is None
+        assert [job.id for job in driver.failed.list(10)] == [second]
+        assert driver.failed.forget([first]) == 0, "already gone"
+        assert driver.failed.retry(second) == 1
 
     def test_retry_of_an_unknown_id_names_it(self, driver: Driver) -> None:
         with pytest.raises(NoFailedJob, match="no-such-id"):

@@ -113,7 +113,7 @@ def test_an_older_schema_gets_the_filter_indexes_from_migrate(tmp_path: Path) ->
     names = {index["name"] for index in inspect(driver.engine).get_indexes("jobbridge_failed_jobs")}
     assert {"jobbridge_failed_jobs_queue", "jobbridge_failed_jobs_name"} <= names
     with driver.engine.connect() as conn:
-        assert conn.execute(text("SELECT max(version) FROM jobbridge_schema")).scalar() == SCHEMA_VERSION == 5
+        assert conn.execute(text("SELECT max(version) FROM jobbridge_schema")).scalar() == SCHEMA_VERSION == 6
         plan = " ".join(str(row) for row in conn.execute(text(
             "EXPLAIN QUERY PLAN SELECT id FROM jobbridge_failed_jobs WHERE queue = 'x' ORDER BY failed_at DESC")))
     assert "jobbridge_failed_jobs_queue" in plan and "TEMP B-TREE" not in plan

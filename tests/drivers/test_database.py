@@ -368,7 +368,7 @@ def test_migrate_twice_is_harmless_and_records_the_version(driver: DatabaseDrive
     driver.push([make_envelope(clock)])
     driver.migrate()
     driver.migrate()
-    assert recorded_version(driver.engine) == SCHEMA_VERSION == 5
+    assert recorded_version(driver.engine) == SCHEMA_VERSION == 6
     with driver.engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(schema_versions)).scalar_one() == 1
     assert pending(driver, "default") == 1

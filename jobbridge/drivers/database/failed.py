@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import suppress
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import (
@@ -23,6 +24,7 @@ from sqlalchemy import (
     Insert,
     Integer,
     LargeBinary,
+    Select,
     String,
     Text,
     bindparam,
@@ -35,7 +37,8 @@ from sqlalchemy import (
 
 from jobbridge.clock import Clock
 from jobbridge.drivers.base import FailedFilter
-from jobbridge.drivers.database.engine import SQLITE
+from jobbridge.drivers.database.engine import MYSQL, SQLITE
+from jobbridge.drivers.database.error_search import error_contains
 from jobbridge.drivers.database.failures import read_transaction, write_transaction
 from jobbridge.drivers.database.limits import fitted, fitted_error
 from jobbridge.drivers.database.notify import notify
@@ -46,6 +49,8 @@ from jobbridge.errors import NoFailedJob, PayloadDecodeError
 
 #: how many failed rows ``retry("all")`` moves per transaction
 RETRY_BATCH = 500
+#: MariaDB: an error search reads this many of the newest failures in order before it scans the rest
+RECENT = 5_000
 
 _FORGET = delete(failed_jobs).where(failed_jobs.c.id == bindparam("job_id"))
 _COUNT = select(func.count()).select_from(failed_jobs)
@@ -53,6 +58,7 @@ _ROW = select(failed_jobs.c.id, failed_jobs.c.queue, failed_jobs.c.name, failed_
              failed_jobs.c.error, failed_jobs.c.failed_at, failed_jobs.c.body)
 _ONE = _ROW.where(failed_jobs.c.id == bindparam("job_id"))
 _PICK = select(failed_jobs.c.id, failed_jobs.c.queue, failed_jobs.c.name, failed_jobs.c.body)
+_NEWEST = (failed_jobs.c.failed_at.desc(), failed_jobs.c.id.desc())
 
 
 def _move(body: ColumnElement[Any]) -> Insert:
@@ -122,7 +128,7 @@ class FailedStore:
 
     def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
         with read_transaction(self.engine, "list failed jobs") as conn:
-            return _list(conn, limit, where or FailedFilter())
+            return _list(conn, limit, where or FailedFilter(), self.dialect)
 
     def get(self, job_id: str) -> FailedJob | None:
         with read_transaction(self.engine, "read a failed job") as conn:
@@ -130,10 +136,17 @@ class FailedStore:
         return None if row is None else FailedJob(*row)
 
 
-def _list(conn: Connection, limit: int, where: FailedFilter) -> list[FailedJob]:
+def _list(conn: Connection, limit: int, where: FailedFilter, dialect: str) -> list[FailedJob]:
     """The newest ``limit`` failures first, filtered in the query: each filter has an index that
-    ends in ``failed_at`` (`schema.failed_jobs`), so the newest matches are read off it in order."""
-    query = _ROW
+    ends in ``failed_at`` (`schema.failed_jobs`), so the newest matches are read off it in order;
+    the error text, on PostgreSQL, a trigram index (`error_search`); on MariaDB, `_list_in_two`."""
+    query = _filtered(_ROW, where, dialect)
+    if dialect == MYSQL and where.error:
+        return _list_in_two(conn, query, limit, where)
+    return [FailedJob(*row) for row in conn.execute(query.order_by(*_NEWEST).limit(limit))]
+
+
+def _filtered(query: Select[Any], where: FailedFilter, dialect: str) -> Select[Any]:
     if where.queue is not None:
         query = query.where(failed_jobs.c.queue == where.queue)
     if where.name is not None:
@@ -143,9 +156,31 @@ def _list(conn: Connection, limit: int, where: FailedFilter) -> list[FailedJob]:
     if where.until is not None:
         query = query.where(failed_jobs.c.failed_at <= where.until)
     if where.error:
-        query = query.where(failed_jobs.c.error.icontains(where.error, autoescape=True))
-    query = query.order_by(failed_jobs.c.failed_at.desc(), failed_jobs.c.id.desc()).limit(limit)
-    return [FailedJob(*row) for row in conn.execute(query)]
+        query = query.where(error_contains(failed_jobs.c.error, where.error, dialect))
+    return query
+
+
+def _list_in_two(conn: Connection, query: Select[Any], limit: int, where: FailedFilter) -> list[FailedJob]:
+    """MariaDB's error search: the newest `RECENT` failures in index order, then the older ones by a scan.
+
+    Left to itself MariaDB reads the ``failed_at`` index backwards and looks each row up, which finds
+    a common text at once but, for a rare one, looks up every row at random (twice the time of
+    reading the table through). So: the failures at or after the `RECENT`-th newest one the other
+    filters leave, in index order; then, if those hold fewer than ``limit`` matches, the older ones,
+    without that index. The two parts do not overlap and together hold every row: exact.
+    """
+    others = _filtered(select(failed_jobs.c.failed_at), replace(where, error=None), MYSQL)
+    boundary = conn.execute(others.order_by(*_NEWEST).offset(RECENT - 1).limit(1)).scalar()
+    if boundary is None:  # fewer failures than that: the index order reads them all, and few
+        return [FailedJob(*row) for row in conn.execute(query.order_by(*_NEWEST).limit(limit))]
+    newest = [FailedJob(*row) for row in conn.execute(
+        query.where(failed_jobs.c.failed_at >= boundary).order_by(*_NEWEST).limit(limit))]
+    if len(newest) == limit:
+        return newest
+    older = query.where(failed_jobs.c.failed_at < boundary).with_hint(
+        failed_jobs, "IGNORE INDEX (jobbridge_failed_jobs_failed_at)", "mysql")
+    return newest + [FailedJob(*row) for row in conn.execute(
+        older.order_by(*_NEWEST).limit(limit - len(newest)))]
 
 
 def _count(conn: Connection) -> int:

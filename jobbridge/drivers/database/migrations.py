@@ -14,6 +14,7 @@ from sqlalchemy import Connection, Engine, func, insert, select, text
 from sqlalchemy.exc import DBAPIError
 
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL
+from jobbridge.drivers.database.error_search import ensure_trigram_index
 from jobbridge.drivers.database.schema import SCHEMA_VERSION, failed_jobs, metadata, schema_versions
 from jobbridge.errors import DriverError
 
@@ -42,6 +43,7 @@ def migrate(engine: Engine, now: float) -> None:
                 f"jobbridge knows ({SCHEMA_VERSION}): upgrade jobbridge"
             )
         if recorded != SCHEMA_VERSION:
+            ensure_trigram_index(conn, failed_jobs.name)  # version 6's; PostgreSQL only, where pg_trgm can be had
             conn.execute(insert(schema_versions), {"version": SCHEMA_VERSION, "applied_at": now})
 
 

@@ -28,8 +28,10 @@ from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 #: 1 the jobs, failed jobs, locks and schema tables; 2 adds ``jobbridge_schedules``; 3 adds the
 #: failed store's per-queue and per-name indexes (``jobbridge failed --queue/--job``); 4 adds
 #: ``jobbridge_rate_buckets`` (shared rate limits) and ``jobbridge_workers`` (live workers' heartbeats);
-#: 5 adds ``jobbridge_throughput`` (the dashboard's per-minute counters)
-SCHEMA_VERSION = 5
+#: 5 adds ``jobbridge_throughput`` (the dashboard's per-minute counters); 6 adds, on PostgreSQL, a trigram
+#: index on the failed store's error text (``failed --error``, the dashboard's error filter), where ``pg_trgm``
+#: can be had (`error_search`)
+SCHEMA_VERSION = 6
 
 metadata = MetaData()
 

@@ -12,13 +12,14 @@ import redis
 from jobbridge.clock import Clock
 from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.redis.connection import translated
+from jobbridge.drivers.redis.failed_scan import SCAN_PAGE, FailedScan, Ranks
 from jobbridge.drivers.redis.keys import Keys
 from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.envelope import Envelope, FailedJob
 from jobbridge.errors import NoFailedJob
 
-#: failures whose queue and name a filtered listing reads per round trip
-FILTER_PAGE = 500
+#: failures a filtered listing looks at per round trip (on the server, by `FailedScan`)
+FILTER_PAGE = SCAN_PAGE
 
 
 class FailedStore:
@@ -26,6 +27,7 @@ class FailedStore:
 
     def __init__(self, client: redis.Redis, keys: Keys, scripts: Scripts, clock: Clock) -> None:
         self.client, self.keys, self.scripts, self.clock = client, keys, scripts, clock
+        self.scan = FailedScan(client)
 
     def _ids(self) -> list[bytes]:
         """The index's ids as stored (bytes, whatever wrote them)."""
@@ -98,8 +100,9 @@ class FailedStore:
         return int(results[-1])
 
     def list(self, limit: int = 50, where: FailedFilter | None = None) -> list[FailedJob]:
-        """The newest first: ``since`` is a range of the index's scores; a queue or a name filter reads
-        the queue and name of each newer failure, `FILTER_PAGE` at a time, until ``limit`` match."""
+        """The newest first: ``since`` and ``until`` are a range of the index's scores, paged by rank
+        (`Ranks`); a queue, name or error filter is applied on the server to each newer failure,
+        `FILTER_PAGE` at a time, until ``limit`` match."""
         where = where or FailedFilter()
         filtered = where.queue is not None or where.name is not None or bool(where.error)
         floor = "-inf" if where.since is None else repr(where.since)
@@ -108,8 +111,9 @@ class FailedStore:
         ids: list[bytes] = []
         offset = 0
         with translated():
+            ranks = Ranks(self.client, self.keys.failed, floor, ceiling)
             while len(ids) < limit:
-                page = self._newest((floor, ceiling), offset, page_size)
+                page = ranks.page(offset, page_size)
                 offset += len(page)
                 ids += self._matching(page, where) if filtered else page
                 if len(page) < page_size:
@@ -120,23 +124,9 @@ class FailedStore:
             rows: list[dict[bytes, Any]] = pipe.execute()
         return [_row(row, job_id) for job_id, row in zip(ids, rows, strict=False) if row]
 
-    def _newest(self, span: tuple[str, str], offset: int, count: int) -> builtins.list[bytes]:
-        """``count`` ids of the index from the ``offset``-th newest, failed within ``span`` (floor, ceiling)."""
-        found = self.client.zrevrangebyscore(self.keys.failed, span[1], span[0], start=offset, num=count)
-        return [raw if isinstance(raw, bytes) else str(raw).encode() for raw in found]
-
     def _matching(self, ids: builtins.list[bytes], where: FailedFilter) -> builtins.list[bytes]:
-        """Those of ``ids`` whose queue, name and error ``where`` asks for (one pipelined HMGET each)."""
-        pipe = self.client.pipeline(transaction=False)
-        fields = ["queue", "name", "error"] if where.error else ["queue", "name"]
-        for job_id in ids:
-            pipe.hmget(self._hash(job_id), fields)
-        labels: builtins.list[builtins.list[Any]] = pipe.execute()
-        needle = (where.error or "").casefold()
-        return [job_id for job_id, (queue, name, *error) in zip(ids, labels, strict=True)
-                if (where.queue is None or _text(queue) == where.queue)
-                and (where.name is None or _text(name) == where.name)
-                and (not needle or needle in _text(error[0], "").casefold())]
+        """Those of ``ids`` whose queue, name and error ``where`` asks for, decided by `FailedScan`."""
+        return [ids[i] for i in self.scan.matching([self._hash(job_id) for job_id in ids], where)]
 
     def get(self, job_id: str) -> FailedJob | None:
         with translated():

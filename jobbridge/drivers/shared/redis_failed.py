@@ -14,10 +14,11 @@ import redis
 
 from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.redis.connection import as_text, translated
+from jobbridge.drivers.redis.failed_scan import SCAN_PAGE, FailedScan, Ranks
 from jobbridge.envelope import FailedJob
 
-#: failed jobs a filtered listing reads per round trip
-FAILED_PAGE = 500
+#: failed jobs a filtered listing looks at per round trip (on the server, by `FailedScan`)
+FAILED_PAGE = SCAN_PAGE
 
 
 class RedisFailedRows:
@@ -25,6 +26,7 @@ class RedisFailedRows:
 
     def __init__(self, client: redis.Redis, prefix: str) -> None:
         self.client, self.prefix = client, prefix
+        self.scan = FailedScan(client)
 
     def record(self, job: FailedJob) -> None:
         """Write a failed job (replacing an earlier failure of the same id) in one MULTI."""
@@ -64,8 +66,9 @@ class RedisFailedRows:
             return int(self.client.zcard(f"{self.prefix}failed"))
 
     def list(self, limit: int, where: FailedFilter | None = None) -> list[FailedJob]:
-        """The newest first: ``since`` is a range of the index's scores, a queue or name filter is applied to
-        each newer failure, read `FAILED_PAGE` at a time, until ``limit`` match."""
+        """The newest first: ``since`` and ``until`` are a range of the index's scores, paged by rank; a queue, name or
+        error filter is applied on the server (`FailedScan`) to each newer failure, `FAILED_PAGE` at a
+        time, until ``limit`` match; only the matches are read whole."""
         where = where or FailedFilter()
         floor = "-inf" if where.since is None else repr(where.since)
         ceiling = "+inf" if where.until is None else repr(where.until)
@@ -74,14 +77,17 @@ class RedisFailedRows:
         found: list[FailedJob] = []
         offset = 0
         with translated():
+            ranks = Ranks(self.client, f"{self.prefix}failed", floor, ceiling)
             while len(found) < limit:
-                ids = self.client.zrevrangebyscore(f"{self.prefix}failed", ceiling, floor, start=offset, num=page_size)
+                ids = [as_text(i) for i in ranks.page(offset, page_size)]
                 offset += len(ids)
+                keys = [f"{self.prefix}F:{job_id}" for job_id in ids]
+                chosen = keys if unfiltered else [keys[i] for i in self.scan.matching(keys, where)]
                 pipe = self.client.pipeline(transaction=False)
-                for job_id in ids:
-                    pipe.hgetall(f"{self.prefix}F:{as_text(job_id)}")
+                for key in chosen[:limit - len(found)]:
+                    pipe.hgetall(key)
                 rows: list[dict[bytes, Any]] = pipe.execute()
-                found += [job for job in map(failed_job, filter(None, rows)) if where.matches(job)]
+                found += [failed_job(row) for row in rows if row]
                 if len(ids) < page_size:
                     break
         return found[:limit]

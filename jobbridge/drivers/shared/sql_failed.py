@@ -10,10 +10,25 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from sqlalchemy import Column, Connection, Engine, Index, Integer, MetaData, String, Table, delete, func, insert, select
+from sqlalchemy import (
+    Column,
+    Connection,
+    Engine,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+)
 from sqlalchemy.exc import SQLAlchemyError
 
 from jobbridge.drivers.base import FailedFilter
+from jobbridge.drivers.database.error_search import error_contains, index_where_installed
 from jobbridge.drivers.database.failures import as_driver_error, write_transaction
 from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
 from jobbridge.envelope import FailedJob
@@ -22,8 +37,12 @@ T = TypeVar("T")
 
 
 def failed_table(metadata: MetaData, name: str) -> Table:
-    """The failed store's table ``name`` (its index ``<name>_at``: the newest first, per scope)."""
-    return Table(
+    """The failed store's table ``name`` (its index ``<name>_at``: the newest first, per scope).
+
+    On PostgreSQL where ``pg_trgm`` is installed (the database driver's migrate creates it when it
+    may), a table created now also gets a trigram index on its error text (`error_search`).
+    """
+    table = Table(
         name,
         metadata,
         Column("scope", String(191), primary_key=True),
@@ -37,6 +56,8 @@ def failed_table(metadata: MetaData, name: str) -> Table:
         Index(f"{name}_at", "scope", "failed_at"),
         **MYSQL_TABLE,
     )
+    event.listen(table, "after_create", index_where_installed)
+    return table
 
 
 class SqlFailedRows:
@@ -97,7 +118,7 @@ class SqlFailedRows:
         if where.until is not None:
             query = query.where(t.failed_at <= where.until)
         if where.error:
-            query = query.where(t.error.icontains(where.error, autoescape=True))
+            query = query.where(error_contains(t.error, where.error, self.engine.dialect.name))
         query = query.order_by(t.failed_at.desc(), t.id.desc()).limit(limit)
         return [FailedJob(*row) for row in self.read("list failed jobs", lambda conn: conn.execute(query).all())]
 
