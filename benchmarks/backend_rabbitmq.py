@@ -2,7 +2,7 @@
 
 Each library gets a vhost of its own (`benchmarks.vhosts`), made at the start
 and deleted at the end; jobbridge's failed store and locks sit in a PostgreSQL database of their own
-(``jobbridge_bench_amqp``; the redis driver needs redis-py 6, and the peers' venv has 5).
+(``jobbridge_bench_amqp``).
 Processing at each library's default concurrency. jobbridge's queue is quorum
 (its default), every push confirmed by the broker; Celery and Dramatiq use
 classic queues and, by default, publish without confirms.

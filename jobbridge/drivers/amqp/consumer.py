@@ -13,12 +13,15 @@ than before gets one more consumer for the difference). A delivery the broker se
 ahead waits in this process only until the next reserve, which takes the
 queues in the order given.
 
-A reserve that finds too little sends one ``queue.declare`` (passive) per
-short queue on the same channel: the broker writes every delivery it made
-before answering ahead of the answer, so after it the deliveries that were on
-their way are here, and its count says whether more are coming. A blocking
-reserve then waits on the socket, giving up the lock in short steps so that
-settling on another thread is never held behind it.
+A reserve hands out what arrived (read in bulk, `jobbridge.drivers.amqp.inbox`).
+When a delivery may be on its way that it must not miss (`Consumers.worth_a_look`),
+it sends one ``queue.declare`` (passive) per short queue on the same channel:
+the broker writes every delivery it made before answering ahead of the answer,
+so after it the deliveries that were on their way are here, and its count says
+whether more are coming; a queue whose prefetch window is full is not asked.
+A busy worker's reserve skips that round trip. A blocking reserve waits on the
+socket, giving up the lock in short steps so that settling on another thread is
+never held behind it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 import amqp
 
+from jobbridge.drivers.amqp import frames, inbox
 from jobbridge.drivers.amqp.connection import Link
 from jobbridge.drivers.amqp.publisher import Declarations
 from jobbridge.drivers.amqp.settings import AmqpSettings
@@ -78,6 +82,10 @@ class Consumers:
         #: queue -> the prefetch of its consumers together
         self._consuming: dict[str, int] = {}
         self._started = 0
+        #: queues whose latest consumer started since the last look: its first deliveries may be on their way
+        self._fresh: set[str] = set()
+        #: consumer tag -> where its plain deliveries go when `inbox` decodes them
+        self._fast: dict[str, inbox.Fast] = {}
         #: deliveries handed back (rejected to their queue) whose redelivery has not arrived yet
         self.returning = 0
         #: jobs this process pushed since its last catch-up, by queue: a count may be read before they land
@@ -87,6 +95,8 @@ class Consumers:
         self.returning = 0
         self.buffer.clear()
         self._consuming.clear()
+        self._fresh.clear()
+        self._fast.clear()
 
     def ensure(self, ch: amqp.Channel, queues: Sequence[str], limit: int, held: Mapping[str, int]) -> None:
         """Consumers on each queue (declared first) whose prefetch covers the jobs held from it plus ``limit``.
@@ -105,10 +115,13 @@ class Consumers:
             if not have:
                 self.declarations.queue(ch, queue)
             self._started += 1
+            tag = f"jobbridge:{queue}:{self._started}"
             ch.basic_qos(0, want - have, False)
-            ch.basic_consume(self.declarations.topology.queue(queue), consumer_tag=f"jobbridge:{queue}:{self._started}",
+            self._fast[tag] = self._arrived_plain(queue, self.link.generation)
+            ch.basic_consume(self.declarations.topology.queue(queue), consumer_tag=tag,
                              callback=self._arrived(queue, self.link.generation))
             self._consuming[queue] = want
+            self._fresh.add(queue)
             self.buffer.setdefault(queue, deque())
 
     def _arrived(self, queue: str, generation: int) -> Callable[[Any], None]:
@@ -119,6 +132,15 @@ class Consumers:
             self.buffer.setdefault(queue, deque()).append(Delivery(
                 queue, message.delivery_tag, bytes(message.body), again, generation,
                 message.properties.get("message_id")))
+        return arrived
+
+    def _arrived_plain(self, queue: str, generation: int) -> inbox.Fast:
+        """As `_arrived`, for a delivery `inbox` decoded: no headers, so a redelivery is counted once."""
+        def arrived(tag: int, redelivered: bool, body: bytes, job_id: str | None) -> None:
+            if redelivered and self.returning:
+                self.returning -= 1
+            self.buffer.setdefault(queue, deque()).append(Delivery(queue, tag, body, int(redelivered), generation,
+                                                                   job_id))
         return arrived
 
     def take(self, queues: Sequence[str], limit: int) -> list[Delivery]:
@@ -132,31 +154,52 @@ class Consumers:
 
     def drain(self, ch: amqp.Channel, timeout: float) -> bool:
         """Read what arrived within ``timeout`` (0: what is here already); False when nothing did."""
-        conn: Any = ch.connection
-        try:
-            conn.drain_events(timeout=timeout)
-        except TimeoutError:
-            return False
-        while True:
-            try:
-                conn.drain_events(timeout=0)
-            except TimeoutError:
-                return True
+        return inbox.drain(ch.connection, timeout, self._fast)
 
-    def catch_up(self, ch: amqp.Channel, queues: Sequence[str], want: int) -> None:
-        """Bring in the deliveries on their way to the short queues, waiting briefly for those the broker sent."""
+    def worth_a_look(self, queues: Sequence[str], given: Sequence[str], held: Mapping[str, int], *, idle: bool
+                     ) -> bool:
+        """Whether a reserve that handed out ``given`` (queue of each, in order) should ask the broker what is coming.
+
+        The broker sends each consumer what its window allows the moment it has it, so
+        a look (one round trip) only pays when a delivery may be on its way that the
+        reserve must not miss: a push or a hand-back of this process not yet seen
+        arrive, a consumer just started, a queue ahead of one that gave jobs coming up
+        empty (its deliveries in flight go first), or, for an ``idle`` reserve (one
+        that waits for nothing and holds nothing from these queues), any job at all.
+        A reserve of a busy worker skips it: what is in flight arrives by its next one.
+        """
+        if self.returning or self._fresh.intersection(queues) or any(self.pushed.get(q) for q in queues):
+            return True
+        if not given:
+            return idle and not any(held.get(q) for q in queues)
+        last = max(queues.index(q) for q in set(given))
+        return any(q not in given for q in queues[:last])
+
+    def catch_up(self, ch: amqp.Channel, queues: Sequence[str], want: int, held: Mapping[str, int]) -> None:
+        """Bring in the deliveries on their way to the short queues, waiting briefly for those the broker sent.
+
+        A queue whose consumers' window is full (its held and buffered deliveries at
+        their prefetch) is left out: the broker sends it nothing more until one is settled.
+        """
         # a quorum queue may answer the count before it took back a rejected delivery or a confirmed push
         coming = self.returning + sum(self.pushed.pop(q, 0) for q in queues if q in self._consuming)
         for queue in queues:
-            if self.buffer.get(queue):
+            if self.buffer.get(queue) or self.window_full(queue, held):
                 continue
             _, ready, _ = ch.queue_declare(self.declarations.topology.queue(queue), passive=True)
             coming += ready
+        self._fresh.difference_update(queues)
         self.drain(ch, 0)
         deadline = time.monotonic() + SETTLE
         while coming and sum(len(self.buffer.get(q, ())) for q in queues) < want and time.monotonic() < deadline:
+            if all(self.window_full(q, held) for q in queues):
+                break
             self.drain(ch, min(WAIT_STEP, max(0.0, deadline - time.monotonic())))
         self.returning = 0
+
+    def window_full(self, queue: str, held: Mapping[str, int]) -> bool:
+        """Whether ``queue``'s consumers hold as many unsettled deliveries as their prefetch lets the broker send."""
+        return held.get(queue, 0) + len(self.buffer.get(queue, ())) >= self._consuming.get(queue, 0)
 
     def wait(self, queues: Sequence[str], limit: int, seconds: float) -> None:
         """Block up to ``seconds`` for a delivery on ``queues``, the lock given up between steps."""
@@ -184,11 +227,14 @@ class Consumers:
         tags = sorted(d.tag for d in deliveries)
         lowest = min(others, default=None)
         covered = len(tags) if lowest is None else bisect.bisect_left(tags, lowest)
+        acks = [(tag, False) for tag in tags]
         if covered > 1:
-            ch.basic_ack(tags[covered - 1], multiple=True)
-            tags = tags[covered:]
-        for tag in tags:
-            ch.basic_ack(tag)
+            acks[:covered] = [(tags[covered - 1], True)]
+        conn: Any = ch.connection
+        if conn is None or not ch.is_open:
+            raise amqp.exceptions.RecoverableConnectionError("acknowledge: the channel is closed")
+        conn.transport.write(frames.acks(ch.channel_id, acks))  # one write, however many frames
+        conn.bytes_sent += 1
 
     def outstanding(self) -> set[int]:
         """The tags of the deliveries received on this channel and not yet handed out."""
@@ -208,3 +254,5 @@ class Consumers:
         self.link.close()
         self.buffer.clear()
         self._consuming.clear()
+        self._fresh.clear()
+        self._fast.clear()

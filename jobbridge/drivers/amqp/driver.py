@@ -14,8 +14,7 @@ loop stalled), so the port's lease holds here as on every driver.
 
 RabbitMQ cuts a delivery held longer than its ``consumer_timeout`` by closing
 the whole channel; so no job may run longer than that allows (`check_jobs`,
-called at a worker's start: a job whose timeout is too long is refused, one
-without a timeout named in a warning).
+called at a worker's start, `jobbridge.drivers.amqp.consumer_timeout`).
 See docs/rabbitmq.md.
 """
 
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 import amqp
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers.amqp import consumer_timeout
 from jobbridge.drivers.amqp.consumer import Consumers, Delivery
 from jobbridge.drivers.amqp.failed import AmqpFailedStore
 from jobbridge.drivers.amqp.parking import Parking
@@ -40,7 +40,7 @@ from jobbridge.drivers.amqp.topology import Topology
 from jobbridge.drivers.base import Capabilities, JobLimits
 from jobbridge.drivers.shared.failed_rows import failed_record
 from jobbridge.envelope import Envelope, QueueCounts, Reservation, reservation_from_body
-from jobbridge.errors import ConfigurationError, PayloadTooLarge
+from jobbridge.errors import PayloadTooLarge
 from jobbridge.redaction import mask_url
 
 log = logging.getLogger("jobbridge.drivers.amqp")
@@ -88,41 +88,9 @@ class AmqpDriver:
 
     # -- push ---------------------------------------------------------------------------------
 
-    @property
-    def longest_job(self) -> float:
-        """The longest timeout a job may have here: the broker's cut-off less one lease to settle in."""
-        return self.settings.consumer_timeout - self.reservation
-
     def check_jobs(self, jobs: Sequence[JobLimits]) -> list[str]:
-        """At a worker's start: refuse a job whose timeout the broker's consumer_timeout would cut short;
-        one warning line for each job without a timeout, which it may cut short (`JobChecking`)."""
-        if not self.settings.consumer_timeout:
-            return []
-        warnings = []
-        for job in jobs:
-            if job.timeout is None:
-                warnings.append(self._unlimited(job.name))
-            else:
-                self._check_timeout(job.name, job.timeout)
-        return warnings
-
-    def _unlimited(self, name: str) -> str:
-        return (f"job {name!r} has no time limit, and RabbitMQ closes the channel of a delivery held longer than "
-                f"consumer_timeout = {self.settings.consumer_timeout:g} s: an attempt that runs longer loses its "
-                "delivery, and the job (with every other job that worker is running) runs again. Give it a timeout "
-                f"of at most {self.longest_job:g} s (a Celery task: time_limit, or task_time_limit for every task), "
-                "or raise consumer_timeout on the server and in this connection's consumer_timeout setting (0 where "
-                "the server's is disabled)")
-
-    def _check_timeout(self, name: str, timeout: float) -> None:
-        if timeout > self.longest_job:
-            raise ConfigurationError(
-                f"job {name!r} may run {timeout:g} s, but RabbitMQ closes the channel of a delivery held longer than "
-                f"consumer_timeout = {self.settings.consumer_timeout:g} s, and its worker needs one reservation "
-                f"({self.reservation:g} s) to settle it: every job on that channel would run again. Raise "
-                "consumer_timeout on the server (rabbitmq.conf: consumer_timeout = <ms>) and in this connection's "
-                "consumer_timeout setting (0 where the server's is disabled), or give the job a timeout of at most "
-                f"{self.longest_job:g} s (a Celery task: time_limit, or task_time_limit for every task)")
+        """At a worker's start: the broker's consumer_timeout against each job's timeout (`consumer_timeout`)."""
+        return consumer_timeout.check_jobs(self.settings.consumer_timeout, self.reservation, jobs)
 
     def _delay_ms(self, env: Envelope, now: float) -> int:
         remaining = env.available_at - now
@@ -173,21 +141,26 @@ class AmqpDriver:
         if self.settings.delay_scale == 0:
             self.parking.promote(names, self.clock.now())
         link = self.consumers.link
-        got = link.call("reserve jobs", lambda ch: self._reserve_now(ch, names, limit, catch_up=True))
+        got = link.call("reserve jobs", lambda ch: self._reserve_now(ch, names, limit, idle=wait <= 0))
         if not got and wait > 0:
             self.consumers.wait(names, limit, wait)
-            got = link.call("reserve jobs", lambda ch: self._reserve_now(ch, names, limit, catch_up=False))
+            got = link.call("reserve jobs", lambda ch: self._reserve_now(ch, names, limit, idle=False))
         return got
 
-    def _reserve_now(self, ch: amqp.Channel, names: list[str], limit: int, *, catch_up: bool) -> list[Reservation]:
+    def _reserve_now(self, ch: amqp.Channel, names: list[str], limit: int, *, idle: bool) -> list[Reservation]:
+        """What is here already; then, when a delivery may be on its way that this reserve must not miss
+        (`Consumers.worth_a_look`), one round trip to bring it in. ``idle``: a reserve that will not wait."""
         held: dict[str, int] = {}
-        for _, queue in self._leases.values():
-            held[queue] = held.get(queue, 0) + 1
+        generation = self.consumers.link.generation
+        for (gen, _), (_, queue) in self._leases.items():
+            if gen == generation:
+                held[queue] = held.get(queue, 0) + 1
         self.consumers.ensure(ch, names, limit, held)
         self.consumers.drain(ch, 0)
         got = self._hand_out(ch, names, limit)
-        if catch_up and len(got) < limit:
-            self.consumers.catch_up(ch, names, limit - len(got))
+        if len(got) < limit and self.consumers.worth_a_look(
+                names, [r.receipt.delivery.queue for r in got], held, idle=idle):
+            self.consumers.catch_up(ch, names, limit - len(got), held)
             got += self._hand_out(ch, names, limit - len(got))
         return got
 

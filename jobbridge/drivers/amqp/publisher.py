@@ -2,11 +2,13 @@
 
 A push returns only once the broker confirmed every message of it (publisher
 confirms: on a quorum queue, once a majority of its replicas wrote it), so a
-job whose dispatch returned survives a broker restart. Messages are published
-back to back and their confirms awaited once per `BATCH`, not one round trip
-each. A message the broker refuses (a negative confirm, or returned as
-unroutable because its queue is gone) fails the push with `StoreRefused`.
-The declarations a push needs (the queue, its delay stages) are made on the
+job whose dispatch returned survives a broker restart. Messages are encoded
+`BATCH` to a socket write (`jobbridge.drivers.amqp.frames`) and written back to
+back, the confirms that came back read between batches; the push waits only
+when more than `IN_FLIGHT` are unconfirmed, and at its end for the last. A
+message the broker refuses (a negative confirm, or returned as unroutable
+because its queue is gone) fails the push with `StoreRefused`. The
+declarations a push needs (the queue, its delay stages) are made on the
 publishing channel the first time this process pushes there (`Declarations`).
 """
 
@@ -20,12 +22,15 @@ from typing import Any
 import amqp
 
 from jobbridge.drivers.amqp.connection import Link
+from jobbridge.drivers.amqp.frames import PublishFrames
 from jobbridge.drivers.amqp.settings import AmqpSettings
 from jobbridge.drivers.amqp.topology import BITS, Route, Topology
 from jobbridge.errors import DriverUnavailable, StoreRefused
 
-#: messages published before their confirms are awaited
-BATCH = 2000
+#: messages encoded into one socket write
+BATCH = 500
+#: messages a push may have written beyond those confirmed before it waits for confirms (all of them at its end)
+IN_FLIGHT = 4000
 
 
 @dataclass(slots=True)
@@ -110,11 +115,13 @@ class Publisher:
     def __init__(self, settings: AmqpSettings, declarations: Declarations) -> None:
         self.settings, self.declarations = settings, declarations
         self._confirms = _Confirms()
+        self._frames = PublishFrames(0, 4096)
         self.link = Link(settings, "publishing", self._opened)
 
     def _opened(self, ch: amqp.Channel) -> None:
         ch.confirm_select()
         confirms = self._confirms = _Confirms()
+        self._frames = PublishFrames(ch.channel_id, ch.connection.frame_max)
         ch.events["basic_ack"].add(confirms.ack)
         ch.events["basic_nack"].add(confirms.nack)
         ch.events["basic_return"].add(lambda exc, exchange, key, message: confirms.refused.append(
@@ -144,19 +151,31 @@ class Publisher:
                 ch.queue_declare(m.route.key, durable=True, auto_delete=False,
                                  arguments=self.declarations.topology.queue_arguments())
                 self.declarations.parked.add(m.route.key)
+        confirms, frames, conn = self._confirms, self._frames, ch.connection
         for start in range(0, len(messages), BATCH):
             batch = messages[start:start + BATCH]
-            confirms = self._confirms
-            for m in batch:
-                msg = amqp.Message(m.body, delivery_mode=2, content_type="application/json", message_id=m.job_id)
-                ch._basic_publish(msg, exchange=m.route.exchange, routing_key=m.route.key, mandatory=True)
+            data = b"".join([frames.encode(m.route.exchange, m.route.key, m.body, m.job_id) for m in batch])
+            conn.transport.write(data)
+            conn.bytes_sent += 1  # py-amqp's heartbeat counts writes
             confirms.seq += len(batch)
-            self._await(ch, confirms)
+            if start + BATCH < len(messages):
+                self._read_confirms(conn)  # what came back meanwhile, so that neither side's buffers fill up
+                self._await(ch, confirms, leave=IN_FLIGHT)
+        self._await(ch, confirms)
 
-    def _await(self, ch: amqp.Channel, confirms: _Confirms) -> None:
+    @staticmethod
+    def _read_confirms(conn: Any) -> None:
+        try:
+            while True:
+                conn.drain_events(timeout=0)
+        except TimeoutError:
+            return
+
+    def _await(self, ch: amqp.Channel, confirms: _Confirms, leave: int = 0) -> None:
+        """Until at most ``leave`` messages await their confirm; then fail the push if any was refused."""
         deadline = time.monotonic() + self.settings.request_timeout
         conn: Any = ch.connection
-        while confirms.low < confirms.seq:
+        while confirms.seq - confirms.low > leave:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("publisher confirms")

@@ -60,9 +60,17 @@ class Topology:
 
     def __init__(self, prefix: str, queue_type: str) -> None:
         self.prefix, self.queue_type = prefix, queue_type
+        #: queue -> its checked name, and the route of a job due now (both asked for every job pushed)
+        self._names: dict[str, str] = {}
+        self._due: dict[str, Route] = {}
 
     def queue(self, queue: str) -> str:
-        return check_queue_name(self.prefix, queue)
+        name = self._names.get(queue)
+        if name is None:
+            name = check_queue_name(self.prefix, queue)
+            if len(self._names) < 10_000:
+                self._names[queue] = name
+        return name
 
     def queue_of(self, name: str) -> str:
         return name[len(self.prefix):]
@@ -103,9 +111,14 @@ class Topology:
 
     def route(self, queue: str, delay_ms: int) -> Route:
         """How a job due in ``delay_ms`` reaches ``queue`` (at most `LONGEST_MS`; 0: straight to it)."""
-        name = self.queue(queue)
         if delay_ms <= 0:
-            return Route("", name)
+            route = self._due.get(queue)
+            if route is None:
+                route = Route("", self.queue(queue))
+                if len(self._due) < 10_000:
+                    self._due[queue] = route
+            return route
+        self.queue(queue)  # refused here when a routing key cannot carry its name
         delay_ms = min(delay_ms, LONGEST_MS)
         bits = format(delay_ms, f"0{BITS}b")
         stages = tuple(BITS - 1 - i for i, b in enumerate(bits) if b == "1")

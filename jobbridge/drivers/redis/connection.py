@@ -99,15 +99,15 @@ class Explaining(Retry):
         super().__init__(backoff, retries, supported_errors=(RedisConnectionError,))
         self.store = store
 
-    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
-                        is_retryable: Callable[[Exception], bool] | None = None,
-                        with_failure_count: bool = False) -> T:
+    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any], *more: Any, **options: Any) -> T:
+        """redis-py's own, with what that version passes (redis-py 6 adds ``is_retryable`` and
+        ``with_failure_count``; 5 has neither), so the driver runs on either."""
         with _silent_lock:
             last = _silent.get(self.store.url)
         if last is not None and time.monotonic() - last[0] < FAIL_FAST_SECONDS:
             raise RedisTimeoutError(last[1])
         try:
-            return super().call_with_retry(do, fail, is_retryable, with_failure_count)
+            return super().call_with_retry(do, fail, *more, **options)
         except (RedisConnectionError, RedisTimeoutError, InvalidResponse) as exc:
             explained = self.store.explained(exc)
             if isinstance(explained, RedisTimeoutError):
