@@ -95,19 +95,26 @@ class Entry:
                                      f"{', '.join(CATCH_UPS)}, not {self.catch_up!r:.40}")
         object.__setattr__(self, "expires", expires_of(self.expires, self.name))
 
-    def envelope(self, tick: Tick, shift: float = 0.0) -> Envelope:
+    def envelope(self, tick: Tick, shift: float = 0.0, early: float = 0.0) -> Envelope:
         """The tick's job: the factory's envelope with the schedule headers and the tick's expiry.
 
         ``shift`` places a time read off the store's clock on this process's clock (dispatch
-        times are the dispatcher's: `Envelope.available_at`, `Envelope.expires_at`).
+        times are the dispatcher's: `Envelope.available_at`, `Envelope.expires_at`). ``early``:
+        built that many seconds before the tick (`jobbridge.scheduling.ahead`), so the times the
+        factory read off the clock move forward by as much, to what they would be had the job
+        been built at its tick: created then, available then, expiring as long after.
         """
         env = self.build(tick)
         headers = {**env.headers, SCHEDULE_HEADER: self.name, TICK_HEADER: tick.at}
         if tick.manual:
             headers[MANUAL_HEADER] = True
         expires_at = self.expires_at(tick.at)
-        return env.replace(headers=headers,
-                           expires_at=env.expires_at if expires_at is None else expires_at - shift).checked()
+        if expires_at is not None:
+            expires_at -= shift
+        elif env.expires_at is not None:
+            expires_at = env.expires_at + early
+        return env.replace(headers=headers, expires_at=expires_at, created_at=env.created_at + early,
+                           available_at=env.available_at + early).checked()
 
     def expires_at(self, tick: float) -> float | None:
         """When the job of ``tick`` is dropped unrun if no worker started it (store clock)."""

@@ -10,10 +10,15 @@ at any instant costs nothing: the next one that looks fires what is due,
 and no tick is dispatched twice.
 
 A scheduler reads the store only when one of its entries is due (it keeps
-each entry's next tick in memory), once per due tick and batch of entries,
-and sleeps until the next tick in between (at most `MAX_WAIT`). Due ticks are
-judged by the store's clock, so schedulers on hosts whose clocks disagree
-agree on when a tick is due.
+each entry's next tick in memory), and sleeps until the next tick in between
+(at most `MAX_WAIT`). Due ticks are judged by the store's clock, so schedulers
+on hosts whose clocks disagree agree on when a tick is due. An entry's stored
+last tick is read once; after that the scheduler plans from the latest tick it
+saw the store record (fired by it, or found taken), which the stored one can
+only have passed: a tick it offers that another scheduler fired meanwhile is
+judged TAKEN by the store, as it would be anyway. While it waits, it builds the
+jobs of the ticks coming up (`jobbridge.scheduling.ahead`), so that at a tick
+only the store's work is left.
 
 Entries from entry sources (`jobbridge.scheduling.sources`: a table edited
 in an admin while schedulers run) are read at construction, and again when a
@@ -47,6 +52,7 @@ from jobbridge import signals
 from jobbridge.drivers.schedule_port import Fire, Firing, LastTick, ScheduleStore, schedule_store_of
 from jobbridge.envelope import Envelope
 from jobbridge.errors import ConfigurationError, JobBridgeError, UnknownConnection
+from jobbridge.scheduling.ahead import LEAD, Ahead
 from jobbridge.scheduling.entries import Entry, Step, Tick
 from jobbridge.scheduling.relay import Relay, Then, batches
 
@@ -112,6 +118,9 @@ class Scheduler:
         self._groups: dict[str, list[Entry]] = {}
         self._stores: dict[str, ScheduleStore] = {}
         self._next: dict[str, float] = {}
+        #: the latest tick of each entry the store was seen to hold (it can only have moved on since)
+        self._seen: dict[str, float] = {}
+        self._ahead = Ahead()
         self._errors = 0
         self._place()
         self._poll_sources()
@@ -178,6 +187,8 @@ class Scheduler:
         self.entries = [entry for entry in entries if entry.name in kept]
         self._groups, self._owner = groups, {name: i for name, i in owner.items() if name in kept}
         self._next = {name: tick for name, tick in self._next.items() if name in kept and name not in owner}
+        self._seen = {name: tick for name, tick in self._seen.items() if name in kept and name not in owner}
+        self._ahead.keep(kept)
 
     def _merged(self) -> tuple[list[Entry], dict[str, int]]:
         """The declared entries, then each source's; which source each came from (a clash is skipped)."""
@@ -235,7 +246,7 @@ class Scheduler:
         # more than one batch: each is in the store (in a thread) while the next is read and built
         with Relay(store.fire_many, threaded=len(due) > FIRST_BATCH) as relay:
             for entries in batches(due, FIRST_BATCH, FIRE_BATCH):
-                last = {name: got.tick for name, got in store.last([entry.name for entry in entries]).items()}
+                last = self._last_of(store, entries)
                 planned = [(entry, step, self._envelope(entry, step, shift)) for entry in entries
                            for step in entry.plan(last.get(entry.name), now)]
                 for start in range(0, len(planned), FIRE_BATCH):
@@ -246,11 +257,21 @@ class Scheduler:
             self._next[entry.name] = math.inf if following is None else following
         return fired
 
-    @staticmethod
-    def _envelope(entry: Entry, step: Step, shift: float) -> Envelope | None:
+    def _last_of(self, store: ScheduleStore, entries: Sequence[Entry]) -> dict[str, float]:
+        """Each entry's last tick: the one seen in the store, else read (missing: never fired)."""
+        last = {entry.name: self._seen[entry.name] for entry in entries if entry.name in self._seen}
+        unread = [entry.name for entry in entries if entry.name not in last]
+        if unread:
+            last.update((name, got.tick) for name, got in store.last(unread).items())
+        return last
+
+    def _envelope(self, entry: Entry, step: Step, shift: float) -> Envelope | None:
         """The tick's job, or None to record the tick alone (skipped, or a job that cannot be built)."""
         if not step.push:
             return None
+        built = self._ahead.take(entry, step.tick, shift)
+        if built is not None:
+            return built
         try:
             return entry.envelope(Tick(entry.name, step.tick), shift)
         except (JobBridgeError, ValueError) as exc:
@@ -260,6 +281,8 @@ class Scheduler:
 
     def _report(self, connection: str, entry: Entry, step: Step, env: Envelope | None, outcome: Fire) -> Fired:
         """The log line and signal of one fired tick."""
+        if step.tick > self._seen.get(entry.name, -math.inf):  # every outcome: the store holds this tick or later
+            self._seen[entry.name] = step.tick
         job_id = env.id if env is not None and outcome is Fire.PUSHED else None
         logged = log.isEnabledFor(logging.INFO)  # 10,000 ticks on the minute: no time formatted for nothing
         if job_id is not None and env is not None:
@@ -296,6 +319,15 @@ class Scheduler:
             found.update(self._stores[connection].last([e.name for e in group]))
         return found
 
+    def prepare(self) -> None:
+        """Build the jobs of the ticks due within `LEAD` seconds (`jobbridge.scheduling.ahead`)."""
+        for connection, group in self._groups.items():
+            store = self._stores[connection]
+            now, local = store.now(), self.bridge.clock.now()
+            coming = [(entry, tick) for entry in group
+                      if now < (tick := self._next.get(entry.name, math.inf)) <= now + LEAD]
+            self._ahead.build(coming, now - local, local)
+
     def until_due(self) -> float:
         """Seconds until the earliest next tick (at most `MAX_WAIT`)."""
         wait = MAX_WAIT
@@ -321,8 +353,17 @@ class Scheduler:
                 stop.wait(delay)
                 continue
             self._errors = 0
+            self._prepared()
             stop.wait(self.until_due())
         log.info("scheduler stopped")
+
+    def _prepared(self) -> None:
+        """`prepare`; a failure only means the jobs are built at their ticks, so it is logged and passed."""
+        try:
+            self.prepare()
+        except Exception as exc:
+            log.warning("scheduler: the jobs of the coming ticks could not be built ahead (%s: %s); they are "
+                        "built at their ticks", type(exc).__name__, exc)
 
 
 class SchedulerThread:

@@ -32,6 +32,7 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    exc,
     func,
     or_,
     select,
@@ -85,12 +86,33 @@ _RECLAIM = (
 # min() is read off the lease index's first entry on every dialect, whatever the planner's statistics
 _EARLIEST_LEASE = select(func.min(jobs.c.reserved_until))
 _MAX_PACKET = text("SELECT @@max_allowed_packet")
+#: pushes of this many rows or more go by COPY on PostgreSQL (`_copy`)
+COPY_FROM = 100
+_COPY = f"COPY {jobs.name} ({', '.join(_PUSHED)}) FROM STDIN"
 
 
 def _insert_sql(paramstyle: str) -> str:
     """The push INSERT as the DBAPI's own SQL: a 20,000-row push skips SQLAlchemy's per-row work."""
     mark = "?" if paramstyle == "qmark" else "%s"
     return f"INSERT INTO {jobs.name} ({', '.join(_PUSHED)}) VALUES ({', '.join([mark] * len(_PUSHED))})"
+
+
+def _copy(conn: Connection, statement: str, rows: list[tuple[Any, ...]]) -> None:
+    """``rows`` by one ``COPY ... FROM STDIN`` on the connection's psycopg connection, in its transaction.
+
+    A large push's rows, encoded by the client in C: a fifth of the client CPU of a
+    pipelined executemany, and less of the server's time. An error is raised as
+    SQLAlchemy raises the INSERT's, so callers (deadlock retries, translations) read it the same.
+    """
+    import psycopg  # the postgresql driver's client; only this driver's engines reach here
+
+    raw: Any = conn.connection.driver_connection  # a psycopg.Connection
+    try:
+        with raw.cursor() as cur, cur.copy(statement) as copy:
+            for row in rows:
+                copy.write_row(row)
+    except psycopg.Error as error:
+        raise exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
 
 
 def _held(reservations: Sequence[Reservation]) -> ColumnElement[bool]:
@@ -128,6 +150,7 @@ class DatabaseDriver:
         self.ages = DatabaseAges(self)
         self._claim = claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
+        self._copies = self.dialect == POSTGRESQL and self.engine.dialect.driver == "psycopg"
         self._returning = self.dialect != MYSQL  # MariaDB has no UPDATE ... RETURNING
         self._listener: Listener | None = None
         self._listener_lock = threading.Lock()
@@ -167,7 +190,10 @@ class DatabaseDriver:
         queues = [env.queue for env in envelopes] if self.dialect == POSTGRESQL else []
 
         def insert(conn: Connection) -> None:
-            conn.exec_driver_sql(self._insert_sql, rows)
+            if self._copies and len(rows) >= COPY_FROM:
+                _copy(conn, _COPY, rows)
+            else:
+                conn.exec_driver_sql(self._insert_sql, rows)
             self._notify(conn, queues)
 
         if transaction is None:
