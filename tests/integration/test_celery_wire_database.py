@@ -30,9 +30,9 @@ from jobbridge.results.celery_database import UnreadableResult
 from tests.integration import test_celery_wire as harness
 from tests.services import ensure_postgres, ensure_redis
 
-URL = "redis://127.0.0.1:6379/13"
+URL = "redis://127.0.0.1:6379/4"
 #: the broker of the other direction (the facade's tasks, run by celery worker)
-OTHER = "redis://127.0.0.1:6379/14"
+OTHER = "redis://127.0.0.1:6379/8"
 ROOT = harness.ROOT
 SCHEMA = "jb_celery_wire_db"
 PG = f"postgresql+psycopg://127.0.0.1:5432/test?options=-csearch_path%3D{SCHEMA}"

@@ -24,7 +24,7 @@ from tests.drivers.amqp_servers import fresh_vhost, url_for
 from tests.integration import test_celery_wire as harness
 from tests.services import ensure_redis
 
-URL = "redis://127.0.0.1:6379/12"
+URL = "redis://127.0.0.1:6379/10"
 #: the mixed fleet's length (the issue's two minutes is WIRE_FLEET_SECONDS=120)
 FLEET_SECONDS = float(os.environ.get("WIRE_FLEET_SECONDS", "6"))
 celery_bin = harness.celery_bin

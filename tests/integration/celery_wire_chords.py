@@ -3,7 +3,8 @@
 Each chord's header is split over two queues, ``wire-jb`` (worked by a jobbridge worker only)
 and ``wire-cw`` (a Celery worker only); both work ``celery``, where the body goes. A Celery
 client and a facade client each send a chord that must join and one whose part raises, at the
-same time, on one Redis database (11, flushed). The harness is tests/integration/test_celery_wire.py's.
+same time, on one Redis database (11, flushed). The harness is tests/integration/test_celery_wire.py's,
+which runs this scenario as one of its own tests: it shares that module's database and flushes.
 """
 
 from __future__ import annotations
@@ -18,12 +19,9 @@ import redis
 
 from tests.integration import test_celery_wire as harness
 
-broker = harness.broker
-celery_bin = harness.celery_bin
 
-
-def test_a_chord_split_over_both_sides_joins_once_whoever_sent_it(
-        tmp_path: Path, broker: redis.Redis, celery_bin: Path) -> None:
+def split_chord_joins_once(tmp_path: Path, broker: redis.Redis, celery_bin: Path) -> None:
+    """The scenario, run by test_celery_wire.py on its own database and fixtures (never beside that module)."""
     jobbridge = harness.Proc([str(Path(sys.executable).with_name("jobbridge")), "worker", "-A",
                               "tests.integration.celery_wire_app:app", "-c", "4", "--sleep", "0.05",
                               "-Q", "wire-jb,celery"], harness._env("jobbridge"), tmp_path / "jbw.log")
