@@ -1,7 +1,7 @@
 # Two entry points, both self-contained on a fresh machine with Python 3.11+:
 #   make demo   creates .venv, installs jobbridge, runs the main job on SQLite
 #   make test   creates .venv, installs the dev extras, runs ruff, lint-imports (the import rules in
-#               pyproject.toml), mypy --strict and the suite
+#               pyproject.toml), mypy --strict, the docs build and the suite (on two workers, a module each)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
