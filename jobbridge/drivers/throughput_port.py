@@ -88,27 +88,34 @@ class Tally:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._counts: dict[tuple[int, str], MinuteCount] = {}
+        # (minute, queue) -> [processed, failed, released]: plain lists, since `add` runs once per attempt
+        # on the job's thread and a frozen record per attempt cost more than the attempt's own bookkeeping
+        self._counts: dict[tuple[int, str], list[int]] = {}
         self.offset = 0.0
 
     def add(self, moment: float, queue: str, *, failed: bool = False, released: bool = False) -> None:
         """One attempt ended at ``moment`` (this host's clock)."""
-        minute = minute_of(moment + self.offset)
-        one = MinuteCount(minute, queue, 1, int(failed), int(released))
+        key = (minute_of(moment + self.offset), queue)
         with self._lock:
-            found = self._counts.get((minute, queue))
-            self._counts[(minute, queue)] = one if found is None else found.plus(one)
+            found = self._counts.get(key)
+            if found is None:
+                self._counts[key] = [1, int(failed), int(released)]
+            else:
+                found[0] += 1
+                found[1] += failed
+                found[2] += released
 
     def drain(self) -> list[MinuteCount]:
         """Everything counted since the last drain, emptied."""
         with self._lock:
-            found, self._counts = list(self._counts.values()), {}
-        return found
+            found, self._counts = self._counts, {}
+        return [MinuteCount(minute, queue, *counts) for (minute, queue), counts in found.items()]
 
     def restore(self, counts: Sequence[MinuteCount]) -> None:
         """Put back counts the store refused, to be added with the next beat."""
         with self._lock:
             for count in counts:
-                key = (count.minute, count.queue)
-                found = self._counts.get(key)
-                self._counts[key] = count if found is None else found.plus(count)
+                found = self._counts.setdefault((count.minute, count.queue), [0, 0, 0])
+                found[0] += count.processed
+                found[1] += count.failed
+                found[2] += count.released
