@@ -20,6 +20,7 @@ constructs, so a settings module that builds one imports.
 
 from __future__ import annotations
 
+import abc
 import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -51,8 +52,11 @@ class schedstate(NamedTuple):
     next: float
 
 
-class BaseSchedule:
-    """What every schedule shares: ``nowfun`` and ``app`` (for ``now()`` and the time zone)."""
+class BaseSchedule(abc.ABC):
+    """What every schedule shares: ``nowfun`` and ``app`` (for ``now()`` and the time zone).
+
+    Abstract: each kind (`schedule`, `crontab`, `solar`) says how it fires (`trigger`) and
+    answers Celery's own questions about it (`remaining_estimate`, `is_due`)."""
 
     def __init__(self, nowfun: Callable[[], datetime] | None = None, app: Any = None) -> None:
         self.nowfun = nowfun
@@ -74,15 +78,17 @@ class BaseSchedule:
             return name
         return zone(str(name) if name else None, "timezone")
 
+    @abc.abstractmethod
     def trigger(self, tz: str, relative: bool = False) -> Trigger:
         """The jobbridge trigger this schedule fires on, its local times read in ``tz``."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def remaining_estimate(self, last_run_at: datetime) -> timedelta:
-        raise NotImplementedError
+        """How long after ``last_run_at`` the next run is, from now (Celery's ``remaining_estimate``)."""
 
+    @abc.abstractmethod
     def is_due(self, last_run_at: datetime) -> schedstate:
-        raise NotImplementedError
+        """Whether a run is due now and the seconds until the next look (Celery's ``is_due``)."""
 
     def _aware(self, moment: datetime) -> datetime:
         return moment if moment.tzinfo is not None else moment.replace(tzinfo=self.zone_of())
