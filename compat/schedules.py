@@ -20,7 +20,6 @@ constructs, so a settings module that builds one imports.
 
 from __future__ import annotations
 
-import abc
 import re
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -52,11 +51,14 @@ class schedstate(NamedTuple):
     next: float
 
 
-class BaseSchedule(abc.ABC):
+class BaseSchedule:
     """What every schedule shares: ``nowfun`` and ``app`` (for ``now()`` and the time zone).
 
-    Abstract: each kind (`schedule`, `crontab`, `solar`) says how it fires (`trigger`) and
-    answers Celery's own questions about it (`remaining_estimate`, `is_due`)."""
+    A base whose kinds (`schedule`, `crontab`, `solar`) each say how they fire (`trigger`) and
+    answer Celery's own questions (`remaining_estimate`, `is_due`). Not an ``abc.ABC``: Celery's
+    own ``BaseSchedule`` is concrete and raises NotImplementedError here, and other libraries
+    subclass it defining only some of these (django-celery-beat's ``clocked`` has no `trigger`);
+    an abstract base would make those classes impossible to instantiate."""
 
     def __init__(self, nowfun: Callable[[], datetime] | None = None, app: Any = None) -> None:
         self.nowfun = nowfun
@@ -78,17 +80,17 @@ class BaseSchedule(abc.ABC):
             return name
         return zone(str(name) if name else None, "timezone")
 
-    @abc.abstractmethod
     def trigger(self, tz: str, relative: bool = False) -> Trigger:
         """The jobbridge trigger this schedule fires on, its local times read in ``tz``."""
+        raise NotImplementedError(f"{type(self).__name__} defines no trigger()")
 
-    @abc.abstractmethod
     def remaining_estimate(self, last_run_at: datetime) -> timedelta:
         """How long after ``last_run_at`` the next run is, from now (Celery's ``remaining_estimate``)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no remaining_estimate()")
 
-    @abc.abstractmethod
     def is_due(self, last_run_at: datetime) -> schedstate:
         """Whether a run is due now and the seconds until the next look (Celery's ``is_due``)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no is_due()")
 
     def _aware(self, moment: datetime) -> datetime:
         return moment if moment.tzinfo is not None else moment.replace(tzinfo=self.zone_of())
