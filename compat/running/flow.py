@@ -59,7 +59,13 @@ def succeeded(task: TaskPort, request: Request, retval: Any) -> None:
 
 
 def failed(task: TaskPort, request: Request, exc: BaseException, traceback: str | None) -> None:
-    """After a failure (no retries left): the errbacks, the chord's failure, the chain's later steps."""
+    """After a failure (no retries left): the errbacks, the chord's failure, the chain's later steps.
+
+    A chord's or a chain's task stores its own FAILURE first: whoever reads the chord's or the
+    chain's result and then follows its parents finds the failed task already failed.
+    """
+    if (request.chord or request.chain) and request.id and not request.ignore_result and task.app.backend.enabled:
+        _write_failure(task.app, str(request.id), request.task, exc, traceback.rstrip() if traceback else traceback)
     call_errbacks(task.app, request, exc, traceback)
     if request.chord:
         chord_failed(task.app, request, exc, traceback)
@@ -77,8 +83,6 @@ def chain_failed(app: AppPort, request: Request, exc: BaseException, traceback: 
     if not app.backend.enabled:
         return  # nothing can be stored, and nothing reads a result
     traceback = traceback.rstrip() if traceback else traceback  # as the core stores the failed task's own
-    if request.id and not request.ignore_result:  # its own FAILURE first, so a reader of the chain finds it
-        _write_failure(app, str(request.id), request.task, exc, traceback)
     for step in request.chain or []:
         sig = maybe_signature(step, app=app)
         for task_id, name in _result_ids(sig):

@@ -21,6 +21,7 @@ from typing import IO
 import pytest
 
 from jobbridge import JobBridge
+from jobbridge.drivers.worker_registry_port import worker_registry_of
 from jobbridge.settings import Settings
 from jobbridge.testing.contract import pending
 from tests.integration import rate_limit_app
@@ -59,6 +60,16 @@ class Env:
         out.close()
         self.procs.append((proc, log))
         return proc
+
+    def wait_until_running(self, processes: int) -> None:
+        """Wait until this many worker processes have written their first heartbeat (they loop next).
+
+        Dispatching before then lets the process that started first take the whole backlog on a
+        slow machine, and the test would learn nothing about sharing a limit.
+        """
+        registry = worker_registry_of(self.bridge.driver())
+        assert registry is not None, "the SQLite store keeps a worker registry"
+        wait_for(lambda: len({w.pid for w in registry.list()}) >= processes, f"{processes} worker processes")
 
     def starts(self, tag: str) -> list[list[str]]:
         return [f for f in (line.split() for line in self.results.read_text().splitlines()) if f[0] == tag]
@@ -128,8 +139,9 @@ def test_a_rate_limited_job_type_runs_at_its_rate_and_holds_nothing_else_up(env:
 
 
 def test_the_children_of_one_worker_command_share_its_limit(env: Env) -> None:
-    limited = env.bridge.dispatch_many(rate_limit_app.Limited(n=i) for i in range(15))
     env.worker("--processes", "2")
+    env.wait_until_running(2)
+    limited = env.bridge.dispatch_many(rate_limit_app.Limited(n=i) for i in range(15))
     wait_for(lambda: len(env.starts("limited")) == 15, "the limited jobs to run")
     env.stop_all()
     assert_each_ran_once_on_its_first_attempt(env, "limited", limited)
@@ -138,9 +150,10 @@ def test_the_children_of_one_worker_command_share_its_limit(env: Env) -> None:
 
 
 def test_a_shared_limit_holds_across_worker_commands(env: Env) -> None:
+    env.worker()
+    env.worker()
+    env.wait_until_running(2)
     shared = env.bridge.dispatch_many(rate_limit_app.Shared(n=i) for i in range(15))
-    env.worker()
-    env.worker()
     wait_for(lambda: len(env.starts("shared")) == 15, "the shared-limit jobs to run")
     env.stop_all()
     assert_each_ran_once_on_its_first_attempt(env, "shared", shared)
