@@ -9,14 +9,9 @@ worker command), and across two worker commands with a limit shared through the 
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -26,6 +21,8 @@ from jobbridge.settings import Settings
 from jobbridge.testing.contract import pending
 from tests.integration import rate_limit_app
 from tests.integration.rate_limit_app import RATE
+from tests.integration.reliability_support import Workers
+from tests.integration.reliability_support import wait_for as polled
 
 pytestmark = pytest.mark.slow
 
@@ -37,29 +34,20 @@ DEADLINE = 60.0
 JITTER = 0.06
 
 
-class Env:
+class Env(Workers):
+    """One SQLite store, one file of recorded starts, and the worker processes started on them."""
+
     def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
         self.url = f"sqlite:///{tmp / 'jobs.sqlite3'}"
         self.results = tmp / "results.txt"
         self.results.touch()
-        self.vars = {k: v for k, v in os.environ.items() if not k.startswith("JOBBRIDGE_")}
-        self.vars.update({"JOBBRIDGE_DATABASE_URL": self.url, "JOBBRIDGE_RESERVATION": str(LEASE),
-                          rate_limit_app.RESULTS_VARIABLE: str(self.results), "PYTHONUNBUFFERED": "1"})
+        super().__init__(tmp, {"JOBBRIDGE_DATABASE_URL": self.url, "JOBBRIDGE_RESERVATION": str(LEASE),
+                               rate_limit_app.RESULTS_VARIABLE: str(self.results)})
         self.bridge = JobBridge(Settings.from_mapping({"database_url": self.url, "reservation": LEASE}),
                                 jobs=rate_limit_app.ALL)
-        self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
 
     def worker(self, *args: str) -> subprocess.Popen[bytes]:
-        script = Path(sys.executable).with_name("jobbridge")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "jobbridge.cli"]
-        log = self.tmp / f"worker-{len(self.procs)}.log"
-        out: IO[bytes] = log.open("wb")
-        proc = subprocess.Popen([*command, "worker", "-A", APP, "--sleep", "0.05", "-c", "4", *args],
-                                cwd=REPO, env=self.vars, stdout=out, stderr=subprocess.STDOUT)
-        out.close()
-        self.procs.append((proc, log))
-        return proc
+        return self.start("--sleep", "0.05", "-c", "4", *args, app=APP)
 
     def wait_until_running(self, processes: int) -> None:
         """Wait until this many worker processes have written their first heartbeat (they loop next).
@@ -75,31 +63,17 @@ class Env:
         return [f for f in (line.split() for line in self.results.read_text().splitlines()) if f[0] == tag]
 
     def stop_all(self) -> str:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc, _ in self.procs:
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        """SIGTERM to every process still running, each exit awaited; their output, joined."""
+        self.stop(self.live(), timeout=20)
         return "\n".join(log.read_text() for _, log in self.procs)
 
     def close(self) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+        super().close()
         self.bridge.close()
 
 
 def wait_for(check: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    polled(check, what, DEADLINE)
 
 
 @pytest.fixture

@@ -10,12 +10,10 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO
 
 import pytest
 
@@ -23,6 +21,8 @@ from jobbridge import JobBridge
 from jobbridge.settings import Settings
 from jobbridge.testing.contract import pending
 from tests.integration import app_jobs
+from tests.integration.reliability_support import Workers
+from tests.integration.reliability_support import wait_for as polled
 
 pytestmark = pytest.mark.slow
 
@@ -32,34 +32,20 @@ LEASE = 3  # seconds: short, so a killed worker's job comes back quickly
 DEADLINE = 60.0
 
 
-class Env:
+class Env(Workers):
     """One SQLite store, one results file, and the worker processes started on them."""
 
     def __init__(self, tmp: Path, reservation: float) -> None:
-        self.tmp = tmp
         self.url = f"sqlite:///{tmp / 'jobs.sqlite3'}"
         self.results = tmp / "results.txt"
         self.results.touch()
-        self.vars = {k: v for k, v in os.environ.items() if not k.startswith("JOBBRIDGE_")}
-        self.vars.update({"JOBBRIDGE_DATABASE_URL": self.url, "JOBBRIDGE_RESERVATION": str(reservation),
-                          app_jobs.RESULTS_VARIABLE: str(self.results), "PYTHONUNBUFFERED": "1"})
+        super().__init__(tmp, {"JOBBRIDGE_DATABASE_URL": self.url, "JOBBRIDGE_RESERVATION": str(reservation),
+                               app_jobs.RESULTS_VARIABLE: str(self.results)})
         self.bridge = JobBridge(Settings.from_mapping({"database_url": self.url, "reservation": reservation}),
                                 jobs=app_jobs.ALL)
-        self.procs: list[tuple[subprocess.Popen[bytes], Path]] = []
 
     def worker(self, *args: str) -> subprocess.Popen[bytes]:
-        script = Path(sys.executable).with_name("jobbridge")
-        command = [str(script)] if script.exists() else [sys.executable, "-m", "jobbridge.cli"]
-        log = self.tmp / f"worker-{len(self.procs)}.log"
-        out: IO[bytes] = log.open("wb")
-        proc = subprocess.Popen([*command, "worker", "-A", APP, "--sleep", "0.05", *args],
-                                cwd=REPO, env=self.vars, stdout=out, stderr=subprocess.STDOUT)
-        out.close()
-        self.procs.append((proc, log))
-        return proc
-
-    def output(self, proc: subprocess.Popen[bytes]) -> str:
-        return next(log for p, log in self.procs if p is proc).read_text()
+        return self.start("--sleep", "0.05", *args, app=APP)
 
     def lines(self) -> list[list[str]]:
         return [line.split() for line in self.results.read_text().splitlines()]
@@ -68,19 +54,12 @@ class Env:
         return [f for f in self.lines() if f[0] == event and (tag is None or f[2] == tag)]
 
     def close(self) -> None:
-        for proc, _ in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+        super().close()
         self.bridge.close()
 
 
 def wait_for(check: Callable[[], object], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
+    polled(check, what, timeout)
 
 
 def exited(proc: subprocess.Popen[bytes], timeout: float = DEADLINE) -> int:
@@ -116,7 +95,7 @@ def test_three_processes_drain_5000_jobs_each_exactly_once(tmp_path: Path) -> No
         assert len(ran) == 5000 and set(ran) == set(ids)
         assert [job for job, times in ran.items() if times != 1] == [], "every job ran exactly once"
         assert pending(env.bridge.driver(), "default") == 0
-        total = sum(int(re.search(r"Processed (\d+)", env.output(p)).group(1)) for p in procs)  # type: ignore[union-attr]
+        total = sum(env.processed(p) for p in procs)
         assert total == 5000
     finally:
         env.close()
