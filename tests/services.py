@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
 import shutil
 import socket
@@ -101,10 +102,12 @@ def _venv(name: str, requirement: str) -> Path:
 
 def _venv_once(name: str, requirement: str) -> Path:
     venv = SRV / name
-    marker = venv / ".installed"
+    # one marker per requirement: a venv made for an older requirement gets the new one installed into it
+    marker = venv / f".installed-{hashlib.sha256(requirement.encode()).hexdigest()[:12]}"
     if not marker.exists():
         SRV.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        if not (venv / "bin" / "pip").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         done = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", requirement],
                               capture_output=True, text=True, timeout=600)
         if done.returncode != 0:

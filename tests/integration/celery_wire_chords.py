@@ -38,8 +38,7 @@ def split_chord_joins_once(tmp_path: Path, broker: redis.Redis, celery_bin: Path
         outs = {side: c.communicate(timeout=120) for side, c in clients.items()}
     finally:
         jobbridge.stop()
-        celery.proc.kill()  # every result is read: nothing to wait for
-        celery.proc.wait(10)
+        celery.stop()  # a warm stop: the side that published a body deletes its chord's keys after it
     for side, (_, err) in outs.items():
         assert clients[side].returncode == 0, err[-3000:] + jobbridge.output() + celery.output()
     got = {side: json.loads(out.strip().splitlines()[-1]) for side, (out, _) in outs.items()}
@@ -56,4 +55,6 @@ def split_chord_joins_once(tmp_path: Path, broker: redis.Redis, celery_bin: Path
     assert header_sides == {"celery", "jobbridge"}, ran
     bodies = Counter(line.rsplit("|", 1)[0] for line in ran if line.startswith("collect|"))
     assert bodies == {"collect|celery-chord": 1, "collect|jobbridge-chord": 1}, ran  # the failing ones: never
-    assert not broker.keys("celery-taskset-meta-*.j"), "a joined chord leaves no parts behind"
+    # a joined chord leaves no parts behind (a failed one keeps them until they expire, on either side, as
+    # Celery's backend keeps them)
+    assert [side for side in got if broker.exists(f"celery-taskset-meta-{got[side]['ok_group']}.j")] == []

@@ -79,7 +79,7 @@ def chords(first: int) -> dict[str, Any]:
     ok = chord(header, collect.s(f"{SIDE}-chord")).apply_async()
     parts = [add.s(1, 1).set(queue=SPLIT[0]), boom.si(f"{SIDE}-part").set(queue=SPLIT[1])]
     failing = chord(parts, collect.s(f"{SIDE}-failing")).apply_async()
-    out = {"chord": _outcome(ok), "failing": _outcome(failing)}
+    out = {"chord": _outcome(ok), "failing": _outcome(failing), "ok_group": ok.parent.id}
     body = app.AsyncResult(failing.id)
     deadline = time.monotonic() + WAIT
     while body.state != "FAILURE" and time.monotonic() < deadline:  # stored when the last part is in

@@ -29,7 +29,7 @@ from tests.services import _venv, ensure_redis
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = "redis://127.0.0.1:6379/11"
-CELERY = "celery[redis]==5.7.0"
+CELERY = "celery[redis,sqlalchemy]==5.7.0"  # SQLAlchemy for its database backend (test_celery_wire_database.py)
 FLEET_SECONDS = float(os.environ.get("WIRE_FLEET_SECONDS", "8"))
 
 

@@ -28,7 +28,7 @@ from jobbridge.clock import SYSTEM_CLOCK
 from jobbridge.results import SUCCESS, ResultRecord, open_store
 from jobbridge.results.celery_database import UnreadableResult
 from tests.integration import test_celery_wire as harness
-from tests.services import ensure_postgres, ensure_redis
+from tests.services import ensure_postgres, ensure_redis, exclusive
 
 URL = "redis://127.0.0.1:6379/4"
 #: the broker of the other direction (the facade's tasks, run by celery worker)
@@ -42,12 +42,13 @@ celery_bin = harness.celery_bin
 @pytest.fixture(scope="module")
 def celery_db_bin(celery_bin: Path) -> Path:
     """Celery's venv, with the PostgreSQL client its database backend needs (SQLAlchemy is there already)."""
-    marker = celery_bin.parent / ".psycopg"
-    if not marker.exists():
-        done = subprocess.run([str(celery_bin / "pip"), "install", "-q", "psycopg[binary]==3.3.9"],
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
-        marker.touch()
+    with exclusive("venv-celery-5.7"):  # the venv is shared with the other wire modules, on the other worker
+        marker = celery_bin.parent / ".psycopg"
+        if not marker.exists():
+            done = subprocess.run([str(celery_bin / "pip"), "install", "-q", "psycopg[binary]==3.3.9"],
+                                  capture_output=True, text=True, timeout=600)
+            assert done.returncode == 0, done.stderr[-2000:]
+            marker.touch()
     return celery_bin
 
 

@@ -115,8 +115,9 @@ def test_a_rate_limited_job_type_runs_at_its_rate_and_holds_nothing_else_up(env:
 def test_the_children_of_one_worker_command_share_its_limit(env: Env) -> None:
     env.worker("--processes", "2")
     env.wait_until_running(2)
-    limited = env.bridge.dispatch_many(rate_limit_app.Limited(n=i) for i in range(15))
-    wait_for(lambda: len(env.starts("limited")) == 15, "the limited jobs to run")
+    # five seconds of work: the jobs one child holds past half its lease go back, and the other takes some
+    limited = env.bridge.dispatch_many(rate_limit_app.Limited(n=i) for i in range(25))
+    wait_for(lambda: len(env.starts("limited")) == 25, "the limited jobs to run")
     env.stop_all()
     assert_each_ran_once_on_its_first_attempt(env, "limited", limited)
     assert len({f[3] for f in env.starts("limited")}) == 2, "both children ran some"
@@ -124,10 +125,11 @@ def test_the_children_of_one_worker_command_share_its_limit(env: Env) -> None:
 
 
 def test_a_shared_limit_holds_across_worker_commands(env: Env) -> None:
-    env.worker()
-    env.worker()
-    env.wait_until_running(2)
-    shared = env.bridge.dispatch_many(rate_limit_app.Shared(n=i) for i in range(15))
+    # a queue each, so that both commands certainly run some: the limit is the job type's, wherever it runs
+    env.worker("-Q", "left")
+    env.worker("-Q", "right")
+    shared = [*env.bridge.dispatch_many((rate_limit_app.Shared(n=i) for i in range(0, 15, 2)), queue="left"),
+              *env.bridge.dispatch_many((rate_limit_app.Shared(n=i) for i in range(1, 15, 2)), queue="right")]
     wait_for(lambda: len(env.starts("shared")) == 15, "the shared-limit jobs to run")
     env.stop_all()
     assert_each_ran_once_on_its_first_attempt(env, "shared", shared)
