@@ -99,6 +99,23 @@ def coloured_pixels(png: bytes, colour: tuple[int, int, int]) -> int:
     return sum(1 for pixel in pixels if all(abs(a - b) <= 12 for a, b in zip(pixel, colour, strict=True)))
 
 
+def shows(browser: Any, by: str, value: str, text: str, timeout: float = 30) -> None:
+    """Wait until the page the browser is on has ``text`` in that element.
+
+    A click on a form's button returns before the next page has loaded: the element found at
+    once may be the old page's, and gone (stale) by the time it is read.
+    """
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    def seen() -> bool:
+        try:
+            return text in browser.find_element(by, value).text
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False
+
+    wait_for(seen, f"the page to show {text!r}", timeout=timeout)
+
+
 @pytest.mark.parametrize("store", ["sqlite", "redis"])
 def test_overview_failures_retry_and_charts_in_a_browser(store: str, browser: Any, tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
@@ -147,10 +164,10 @@ def test_overview_failures_retry_and_charts_in_a_browser(store: str, browser: An
         number = dash_app.number_of(job.body)
         (tmp_path / "failing").unlink()
         rows[0].find_element(By.CSS_SELECTOR, "button.retry").click()
-        assert "Retry failed jobs?" in browser.find_element(By.TAG_NAME, "h1").text
+        shows(browser, By.TAG_NAME, "h1", "Retry failed jobs?")
         assert failed.get(job_id) is not None  # nothing happened before the confirmation
         browser.find_element(By.ID, "confirm").click()
-        assert "Retried 1 failed job" in browser.find_element(By.ID, "done").text
+        shows(browser, By.ID, "done", "Retried 1 failed job")
         wait_for(lambda: (tmp_path / f"done-{number}").exists(), "the worker to run the retried job", timeout=30)
         assert failed.count() == FAILING - 1 and failed.get(job_id) is None
     finally:
