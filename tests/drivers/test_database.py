@@ -274,13 +274,14 @@ def test_a_waiting_reserve_wakes_when_another_connection_pushes(pg_url: str, clo
     waiter.migrate()
     pusher = DatabaseDriver(pg_url, clock=clock)
     assert waiter.capabilities.blocking_reserve
-    thread, result = _reserve_in_thread(waiter, wait=5)
+    thread, result = _reserve_in_thread(waiter, wait=30)
     time.sleep(0.5)  # let it find the table empty and start waiting
     env = make_envelope(clock)
     pusher.push([env])
-    thread.join(timeout=10)
+    thread.join(timeout=40)
     assert [r.id for r in result["got"]] == [env.id]
-    assert result["took"] < 2.5, f"woke after {result['took']:.2f} s, not on the notification"
+    # wide, for a busy machine: the wait is 30 s, so anything well under it woke on the notification
+    assert result["took"] < 15, f"woke after {result['took']:.2f} s, not on the notification"
     waiter.close()
     pusher.close()
 
