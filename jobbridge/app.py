@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from jobbridge import drivers, payload, signals
+from jobbridge import drivers, payload, signals, telemetry_hooks
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.container import Container
 from jobbridge.drivers.base import Driver
@@ -248,8 +248,11 @@ class JobBridge:
         (`Envelope.checked`: a timeout above 30 days is clamped, any other value
         out of range is a `ValueError`) and to the driver's message size limit
         (`PayloadTooLarge`), so that the store is never handed what it, or a
-        worker reading it, would refuse.
+        worker reading it, would refuse. Telemetry's push hooks (`jobbridge.telemetry_hooks`), when
+        some were added, run around all of it.
         """
+        if telemetry_hooks.PUSH_HOOKS and not telemetry_hooks.pushing():
+            return telemetry_hooks.around_push(self, envelopes, connection, transaction)
         conn = self.settings.connection(connection).name
         driver = self.driver(conn)
         envelopes = [self._fit(env.checked(), driver, conn) for env in envelopes]

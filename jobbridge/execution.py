@@ -1,21 +1,21 @@
 """Run one reservation and decide: acknowledge, release (with backoff) or fail.
 
 The attempt runs inside a middleware chain, ``(ctx, call_next) -> result``,
-composed once. Nothing here reserves or loops; `jobbridge.worker` does that.
+composed once; the whole of it, from the job's lookup to its outcome, inside
+the telemetry hooks (`jobbridge.telemetry_hooks`) when any are added.
+Nothing here reserves or loops; `jobbridge.worker` does that.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import inspect
 import logging
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Sequence
-from concurrent.futures import CancelledError, Future
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from jobbridge import limits, payload, signals
@@ -24,11 +24,13 @@ from jobbridge.container import Container
 from jobbridge.context import JobContext
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Envelope, Reservation
-from jobbridge.errors import JobBridgeError, JobCancelled, JobTimeout, PayloadDecodeError, UnknownJob
+from jobbridge.errors import JobBridgeError, JobCancelled, PayloadDecodeError, UnknownJob
+from jobbridge.event_loop import EventLoop
 from jobbridge.expiry import dropped, has_expired
 from jobbridge.job import JobOptions, options_of
 from jobbridge.outcome import AcknowledgeJob, FailJob, Outcome, ReleaseJob
 from jobbridge.registry import JobRegistry
+from jobbridge.telemetry_hooks import ATTEMPT_HOOKS, around_attempt
 from jobbridge.timeouts import Watchdog
 from jobbridge.tracking import ResultTracker
 
@@ -49,60 +51,6 @@ def describe(exc: BaseException) -> str:
     head = f"{type(exc).__name__}: {exc}"
     tb = "".join(traceback.format_exception(exc)).rstrip()
     return f"{head}\n{tb}" if exc.__traceback__ is not None else head
-
-
-class EventLoop:
-    """One event loop in a thread of its own, where every async ``handle`` of a process runs."""
-
-    def __init__(self) -> None:
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = threading.Lock()
-
-    def run(self, coro: Awaitable[Any], timeout: float, on_start: Callable[[Future[Any]], None] | None = None) -> Any:
-        """Run ``coro`` on the loop; at ``timeout`` it is cancelled and `JobTimeout` raised here.
-
-        ``on_start`` gets the future, so that a cancellation (terminate) can cancel it.
-        """
-        loop = self._ensure()
-
-        async def bounded() -> Any:
-            try:
-                return await asyncio.wait_for(coro, timeout)
-            except TimeoutError:
-                raise JobTimeout(f"attempt exceeded its timeout of {timeout:g}s and was cancelled") from None
-
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(bounded(), loop)
-        if on_start is not None:
-            on_start(future)
-        try:
-            return future.result()
-        except CancelledError:
-            raise JobCancelled("the job was cancelled while running (terminate=True)") from None
-
-    def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None:
-                loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="jobbridge-async", daemon=True).start()
-                self._loop = loop
-            return self._loop
-
-    def close(self) -> None:
-        """Cancel what still runs on the loop (an abandoned attempt), then stop it."""
-        with self._lock:
-            loop, self._loop = self._loop, None
-        if loop is None:
-            return
-
-        async def cancel_the_rest() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        with contextlib.suppress(Exception):
-            asyncio.run_coroutine_threadsafe(cancel_the_rest(), loop).result(timeout=2)
-        loop.call_soon_threadsafe(loop.stop)
 
 
 class Executor:
@@ -131,12 +79,22 @@ class Executor:
         self._running: dict[str, Future[Any] | None] = {}
         self._doomed: set[str] = set()  # terminated before their attempt could be stopped
         self._guard = threading.Lock()
-        self._middleware: tuple[Middleware, ...] = (*middleware, self._timeout)
+        self._middleware: tuple[Middleware, ...] = tuple(middleware)  # the app's; then `_timed`, innermost
+        self._async: dict[type, bool] = {}  # job class -> whether its handle is a coroutine function
 
     # -- the attempt -------------------------------------------------------------------------
 
     def run(self, res: Reservation) -> Outcome:
-        """One attempt of one reservation, with its signals and its log line."""
+        """One attempt of one reservation, with its signals and its log line.
+
+        Inside the telemetry hooks (`jobbridge.telemetry_hooks`) when some were added; with none, nothing
+        wraps the attempt.
+        """
+        if ATTEMPT_HOOKS:
+            return around_attempt(self, res, self._attempt)
+        return self._attempt(res)
+
+    def _attempt(self, res: Reservation) -> Outcome:
         start = time.perf_counter()
         env = res.envelope
         if env.id in self.cancelled_ids:
@@ -148,7 +106,8 @@ class Executor:
         if isinstance(ready, Outcome):
             return ready
         cls, ctx = ready
-        signals.send(signals.job_processing, cls, ctx=ctx, envelope=env)
+        if signals.job_processing.receivers:  # no call (and no keyword dict) per attempt while nobody listens
+            signals.send(signals.job_processing, cls, ctx=ctx, envelope=env)
         if self.tracker is not None:
             self.tracker.started(ctx, options_of(cls))
         with self._guard:
@@ -173,7 +132,8 @@ class Executor:
                 self._running.pop(env.id, None)
                 self._doomed.discard(env.id)
         outcome = Outcome(res, "acknowledge", "succeeded", duration_ms=_ms(start))
-        signals.send(signals.job_processed, cls, ctx=ctx, envelope=env, duration_ms=outcome.duration_ms)
+        if signals.job_processed.receivers:
+            signals.send(signals.job_processed, cls, ctx=ctx, envelope=env, duration_ms=outcome.duration_ms)
         return self._finish(outcome, ctx, value)
 
     def _prepare(self, res: Reservation, start: float) -> Outcome | tuple[type, JobContext]:
@@ -213,23 +173,27 @@ class Executor:
 
     def _call(self, ctx: JobContext, index: int) -> Any:
         if index == len(self._middleware):
-            return self._invoke(ctx)
+            return self._timed(ctx)
         return self._middleware[index](ctx, lambda: self._call(ctx, index + 1))
 
-    def _timeout(self, ctx: JobContext, call_next: CallNext) -> Any:
-        """The innermost middleware: sync attempts run under the watchdog; async ones are cancelled."""
-        if inspect.iscoroutinefunction(type(ctx.job).handle):
-            return call_next()
+    def _timed(self, ctx: JobContext) -> Any:
+        """Innermost, inside every middleware: sync attempts run under the watchdog; async ones are cancelled."""
+        cls = type(ctx.job)
+        is_async = self._async.get(cls)
+        if is_async is None:  # looked up once per class: `inspect` walks the function's wrappers every time
+            is_async = self._async[cls] = inspect.iscoroutinefunction(cls.handle)
+        if is_async:
+            return self._invoke(ctx)
         with self.watchdog.watch(ctx.timeout, ctx.id):
             with self._guard:
                 doomed = ctx.id in self._doomed
             if doomed:
                 raise JobCancelled("the job was cancelled while starting (terminate=True)")
-            return call_next()
+            return self._invoke(ctx)
 
     def _invoke(self, ctx: JobContext) -> Any:
         result = ctx.job.handle(ctx)
-        if inspect.isawaitable(result):
+        if result is not None and inspect.isawaitable(result):  # most handles return None: no ABC check
             return self.loop.run(result, ctx.timeout, lambda future: self._started(ctx.id, future))
         return result
 

@@ -39,7 +39,8 @@ class Pool:
                  done: Callable[[Outcome], None]) -> None:
         self._inbox: queue.SimpleQueue[Reservation | None] = queue.SimpleQueue()
         self._run, self._done = run, done
-        self._threads = [threading.Thread(target=self._serve, name=f"jobbridge-worker-{i}", daemon=True)
+        self._busy = [False] * size  # slot i: whether thread i is in an attempt
+        self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"jobbridge-worker-{i}", daemon=True)
                          for i in range(size)]
         for thread in self._threads:
             thread.start()
@@ -47,13 +48,21 @@ class Pool:
     def submit(self, reservation: Reservation) -> None:
         self._inbox.put(reservation)
 
-    def _serve(self) -> None:
+    @property
+    def running(self) -> int:
+        """Attempts running now (read by the monitor thread once a second; each thread sets its own slot)."""
+        return sum(self._busy)
+
+    def _serve(self, slot: int) -> None:
+        busy = self._busy
         while (res := self._inbox.get()) is not None:
+            busy[slot] = True
             try:
                 outcome = self._run(res)
             except BaseException as exc:  # a fault outside the job's own code: keep the thread alive
                 outcome = outcome_of_a_fault(res, exc)
                 log.exception("running job %s failed outside the job; it is %s", res.id, outcome.label)
+            busy[slot] = False
             self._done(outcome)
 
     def close(self) -> None:

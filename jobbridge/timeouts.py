@@ -149,7 +149,8 @@ class Watchdog:
         if self._thread is None or not self._thread.is_alive():
             self._thread = threading.Thread(target=self._loop, name="jobbridge-watchdog", daemon=True)
             self._thread.start()
-        self._cond.notify()
+        if self._heap[0][2] is entry:  # only a new earliest deadline changes the watchdog's wait: a later
+            self._cond.notify()  # one (every attempt of a worker whose jobs share a timeout) wakes nobody
 
     def _retire(self, entry: _Watch) -> None:
         """The attempt is over: forget it now, and sweep the heap once stale places outnumber live ones."""

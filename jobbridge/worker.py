@@ -76,6 +76,10 @@ class Worker:
         self.driver = bridge.driver(conn.name)
         self.executor: Executor = bridge.executor(conn.name)
         self.stats = WorkStats()
+        #: attempts let go of, by queue: [ended, failed, released]; written by the loop alone, read by the
+        #: monitor thread (`jobbridge.worker_monitor`) once a second for the store's per-minute counters
+        self.counts: dict[str, list[int]] = {}
+        self._pool: Pool | None = None
         self._wake = threading.Event()
         self.lifecycle = Lifecycle(wake=self._wake.set, once=self.options.once, max_jobs=self.options.max_jobs,
                                    stop_when_empty=self.options.stop_when_empty)
@@ -101,7 +105,7 @@ class Worker:
         """Work until stopped (or --once / --max-jobs / --stop-when-empty); returns what was done."""
         self.bridge.settings.check_reservations()
         self.gate.check(self.connection, self.bridge.settings.connection(self.connection).driver)
-        pool = Pool(self.options.concurrency, self.executor.run, self._finished)
+        pool = self._pool = Pool(self.options.concurrency, self.executor.run, self._finished)
         watchdog = self.executor.watchdog
         watchdog.listeners.append(self._on_stuck)
         restore = on_stop_signals(self._on_signal)
@@ -143,6 +147,12 @@ class Worker:
     def held(self) -> int:
         """How many reservations this worker holds now (running, or reserved ahead of its threads)."""
         return len(self._held)
+
+    @property
+    def running(self) -> int:
+        """How many attempts run now, on this worker's threads."""
+        pool = self._pool
+        return 0 if pool is None else pool.running
 
     @property
     def stopped_at_once(self) -> bool:
@@ -315,6 +325,12 @@ class Worker:
         self._lost.discard(job_id)
         self._stuck.discard(job_id)
         self.stats.add(outcome)
+        counts = self.counts.get(outcome.reservation.envelope.queue)
+        if counts is None:
+            counts = self.counts[outcome.reservation.envelope.queue] = [0, 0, 0]
+        counts[0] += 1
+        if outcome.action != "acknowledge":
+            counts[1 if outcome.action == "fail" else 2] += 1
         self._avg_ms += (max(outcome.duration_ms, 0.01) - self._avg_ms) * 0.2
 
     # -- leases and reclaim ------------------------------------------------------------------

@@ -7,11 +7,15 @@ stops touching it, and an orchestrator that checks the file's age replaces it.
 Every `BEAT_EVERY` seconds it writes the process's record into the store's
 worker registry (`jobbridge.drivers.worker_registry_port`): one write per
 process, whatever the number of jobs; about once a minute the beat also
-deletes records long dead. A clean stop deletes the record and the file. The
-number of jobs running now is counted around each attempt
-(`jobbridge.integrations.hooks`), and so is each attempt's outcome, into a
-`Tally` the beat adds to the store's per-minute counters
-(`jobbridge.drivers.throughput_port`) in one write, pruned with the workers.
+deletes records long dead. A clean stop deletes the record and the file.
+
+Nothing of this runs in an attempt's path. The number of jobs running now is
+read from the worker's threads (`Worker.running`) when a beat is written; the
+attempts that ended, by queue and how, are counted by the worker's loop where
+it lets go of each one (`Worker.counts`), and each second this thread moves
+what was added since into a `Tally` under the current minute, which the beat
+adds to the store's per-minute counters (`jobbridge.drivers.throughput_port`)
+in one write, pruned with the workers.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from jobbridge.drivers.throughput_port import KEEP_FOR, Tally, ThroughputStore, throughput_of
+from jobbridge.drivers.throughput_port import KEEP_FOR, MinuteCount, Tally, ThroughputStore, minute_of, throughput_of
 from jobbridge.drivers.worker_registry_port import (
     BEAT_EVERY,
     PRUNE_AFTER,
@@ -35,11 +39,6 @@ from jobbridge.drivers.worker_registry_port import (
     WorkerRegistry,
     worker_registry_of,
 )
-from jobbridge.envelope import Reservation
-from jobbridge.execution import Executor
-from jobbridge.integrations import hooks
-from jobbridge.integrations.hooks import RunAttempt
-from jobbridge.outcome import Outcome
 from jobbridge.worker import MAX_BACKOFF
 
 if TYPE_CHECKING:
@@ -52,30 +51,6 @@ log = logging.getLogger("jobbridge.worker")
 TICK = 1.0
 #: beats between two prunes of long-dead records
 PRUNE_EVERY = 12
-
-_running = 0
-_running_lock = threading.Lock()
-#: this process's ended attempts, not yet added to the store's counters
-_tally = Tally()
-
-
-def running_now() -> int:
-    """Attempts running in this process now."""
-    return _running
-
-
-def _count_running(executor: Executor, res: Reservation, run: RunAttempt) -> Outcome:
-    global _running
-    with _running_lock:
-        _running += 1
-    try:
-        outcome = run()
-    finally:
-        with _running_lock:
-            _running -= 1
-    _tally.add(time.time(), res.envelope.queue, failed=outcome.action == "fail",
-               released=outcome.action == "release")
-    return outcome
 
 
 def registry_for(bridge: JobBridge, connection: str | None = None, *, create: bool = True) -> WorkerRegistry | None:
@@ -116,13 +91,14 @@ class WorkerMonitor:
         self._started_at = 0.0
         self._beats = 0
         self._failing = False
+        self._tally = Tally()  # the ended attempts not yet added to the store's counters
+        self._counted: dict[str, list[int]] = {}  # `Worker.counts` as last moved into the tally
         # the loop comes round at least this often while it is alive: a store outage backs off
         # up to MAX_BACKOFF, an idle loop waits for its next heartbeat or its sleep
         options = worker.options
         self.loop_stale_after = max(MAX_BACKOFF, worker.lease / 4, options.sleep) + 10.0
 
     def start(self) -> None:
-        hooks.add_attempt_hook(_count_running)
         if self.registry is not None:
             self._started_at = self._store_now()
         self._touch()
@@ -132,6 +108,8 @@ class WorkerMonitor:
         """The worker's loop is over: delete the record and the liveness file."""
         self._stop.set()
         self._thread.join(timeout=5)
+        self._sample()  # a last one: what ended since the last second counts too
+        self._count()
         with contextlib.suppress(Exception):
             self._add_counts()
         if self.registry is not None:
@@ -147,24 +125,28 @@ class WorkerMonitor:
         return WorkerBeat(
             id=self.id, name=options.hostname, host=socket.gethostname(), pid=os.getpid(),
             connection=worker.connection, queues=tuple(options.queues), concurrency=options.concurrency,
-            started_at=self._started_at or now, last_beat=now, running=running_now(),
+            started_at=self._started_at or now, last_beat=now, running=worker.running,
             processed=worker.stats.processed, failed=worker.stats.failed)
 
     def _serve(self) -> None:
         ticks_per_beat = max(1, round(BEAT_EVERY / TICK))
         tick = 0
         while True:
+            self._count()
             if tick % ticks_per_beat == 0:
                 self._beat()
             self._touch()
-            for sample in self.samplers:
-                try:
-                    sample(self.worker)
-                except Exception:
-                    log.exception("a worker sampler raised; it runs again next second")
+            self._sample()
             tick += 1
             if self._stop.wait(TICK):
                 return
+
+    def _sample(self) -> None:
+        for sample in self.samplers:
+            try:
+                sample(self.worker)
+            except Exception:
+                log.exception("a worker sampler raised; it runs again next second")
 
     def _beat(self) -> None:
         if self.registry is None:
@@ -186,17 +168,31 @@ class WorkerMonitor:
             return
         self._failing = False
 
+    def _count(self) -> None:
+        """Move the attempts the worker let go of since the last look into the tally, under this minute."""
+        tally, moment = self._tally, time.time()
+        minute = minute_of(moment + tally.offset)
+        added = []
+        for queue, now in self.worker.counts.copy().items():
+            ended, failed, released = now  # three ints, read in one go: the loop adds to them meanwhile
+            seen = self._counted.get(queue, [0, 0, 0])
+            if ended != seen[0] or failed != seen[1] or released != seen[2]:
+                added.append(MinuteCount(minute, queue, ended - seen[0], failed - seen[1], released - seen[2]))
+                self._counted[queue] = [ended, failed, released]
+        if added:
+            tally.restore(added)  # adds each count to its (minute, queue)
+
     def _add_counts(self, store_now: float | None = None) -> None:
         """Add the attempts ended since the last beat to the store's counters; kept for the next on failure."""
         if self.throughput is None:
             return
         if store_now is not None:
-            _tally.offset = store_now - time.time()
-        counts = _tally.drain()
+            self._tally.offset = store_now - time.time()
+        counts = self._tally.drain()
         try:
             self.throughput.add(counts)
         except Exception:
-            _tally.restore(counts)
+            self._tally.restore(counts)
             raise
 
     def _touch(self) -> None:

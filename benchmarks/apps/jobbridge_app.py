@@ -26,6 +26,13 @@ class Noop(Job, name="bench.noop"):
         probe.hit()
 
 
+class AsyncNoop(Job, name="bench.async-noop"):
+    """The same no-op as an ``async def handle``: it runs on the worker's event loop."""
+
+    async def handle(self, ctx: JobContext) -> None:
+        probe.hit()
+
+
 class Stamp(Job, name="bench.stamp"):
     """Reports the moment it started, for dispatch-to-start latency."""
 
@@ -50,4 +57,4 @@ def settings_for(url: str) -> Settings:
     return Settings.from_mapping(data, source="benchmarks")
 
 
-bridge = JobBridge(settings_for(os.environ.get("JB_BENCH_URL", DEFAULT_URL)), jobs=[Noop, Stamp])
+bridge = JobBridge(settings_for(os.environ.get("JB_BENCH_URL", DEFAULT_URL)), jobs=[Noop, AsyncNoop, Stamp])

@@ -10,7 +10,7 @@ What each worker process counts, around every attempt and every push
   (from jobs, retries re-sent, schedules; a web process counts its own when it
   calls `instrument` and exports its registry);
 - ``jobbridge_worker_threads_busy``, ``jobbridge_worker_threads``: attempts
-  running now, and attempt threads in all;
+  running now, and attempt threads in all, sampled each second;
 - ``jobbridge_reservations_held``: reservations held now (running or reserved
   ahead of the threads), sampled each second.
 
@@ -29,9 +29,12 @@ gauges are dropped). Install with ``pip install 'jobbridge[prometheus]'``.
 
 from __future__ import annotations
 
+import atexit
+import bisect
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +72,14 @@ HELD = Gauge("jobbridge_reservations_held", "Reservations held now, running or r
              multiprocess_mode="livesum")
 
 
+#: attempts ended and not yet added to the metrics: (job, queue, outcome, duration ms); appends are atomic
+_ended: deque[tuple[str, str, str, float]] = deque()
+_flushing = threading.Lock()
+_next_flush = 0.0
+_flusher: threading.Thread | None = None
+#: the longest an ended attempt waits before it shows in the metrics
+FLUSH_SECONDS = 1.0
+
 #: the labelled children, looked up once per label set: `labels()` validates and locks on every call
 _attempts: dict[tuple[str, str, str], Any] = {}
 _durations: dict[tuple[str, str], Any] = {}
@@ -84,15 +95,54 @@ def _child(cache: dict[Any, Any], metric: Any, key: tuple[str, ...]) -> Any:
 
 
 def _around_attempt(executor: Executor, res: Reservation, run: RunAttempt) -> Outcome:
-    BUSY.inc()
-    try:
-        outcome = run()
-    finally:
-        BUSY.dec()
+    """Note the attempt's end (one append); `flush` adds the notes to the metrics, at most a second later."""
+    outcome = run()
     env = res.envelope
-    _child(_attempts, ATTEMPTS, (env.name, env.queue, outcome.label)).inc()
-    _child(_durations, DURATION, (env.name, env.queue)).observe(outcome.duration_ms / 1000.0)
+    _ended.append((env.name, env.queue, outcome.label, outcome.duration_ms))
+    if time.monotonic() >= _next_flush:
+        flush()
     return outcome
+
+
+def flush() -> None:
+    """Add the attempts noted since the last flush to the metrics: one increment per series, not per attempt.
+
+    Called each second by a thread of its own and by the worker's monitor thread (`sample_worker`, also once
+    more when the worker stops), by the attempt that finds the last flush a second old, and at exit; a flush
+    already running is left to finish alone (the next one takes what it leaves).
+    """
+    global _next_flush
+    if not _flushing.acquire(blocking=False):
+        return
+    try:
+        _next_flush = time.monotonic() + FLUSH_SECONDS
+        attempts: dict[tuple[str, str, str], int] = {}
+        durations: dict[tuple[str, str], list[Any]] = {}  # (job, queue) -> [sum of seconds, count per bucket]
+        ended = _ended
+        for _ in range(len(ended)):
+            name, queue, label, ms = ended.popleft()
+            key = (name, queue, label)
+            attempts[key] = attempts.get(key, 0) + 1
+            found = durations.get((name, queue))
+            if found is None:
+                found = durations[name, queue] = [0.0, [0] * len(BUCKETS)]
+            seconds = ms / 1000.0
+            found[0] += seconds
+            found[1][bisect.bisect_left(BUCKETS, seconds)] += 1  # the first bucket whose bound is >= seconds
+        for key, count in attempts.items():
+            _child(_attempts, ATTEMPTS, key).inc(count)
+        for (name, queue), (total, buckets) in durations.items():
+            _observed(_child(_durations, DURATION, (name, queue)), total, buckets)
+    finally:
+        _flushing.release()
+
+
+def _observed(histogram: Any, total: float, buckets: list[int]) -> None:
+    """What ``observe`` of each value would have added: its sum, and each bucket's count (`Histogram` values)."""
+    histogram._sum.inc(total)
+    for index, count in enumerate(buckets):
+        if count:
+            histogram._buckets[index].inc(count)
 
 
 def _around_push(bridge: JobBridge, envelopes: Sequence[Envelope], connection: str,
@@ -106,12 +156,27 @@ def _around_push(bridge: JobBridge, envelopes: Sequence[Envelope], connection: s
 
 def instrument() -> None:
     """Count attempts and dispatches in this process (a worker process, or a web process exporting its own)."""
+    global _flusher
     hooks.add_attempt_hook(_around_attempt)
     hooks.add_push_hook(_around_push)
+    with _flushing:
+        if _flusher is None or not _flusher.is_alive():
+            _flusher = threading.Thread(target=_flush_each_second, name="jobbridge-metrics", daemon=True)
+            _flusher.start()
+            atexit.register(flush)
+
+
+def _flush_each_second() -> None:
+    """So that an attempt shows within a second even in a process where no other attempt follows it."""
+    while True:
+        time.sleep(FLUSH_SECONDS)
+        flush()
 
 
 def sample_worker(worker: Worker) -> None:
-    """Each second, from the worker's monitor thread: its held reservations and its threads."""
+    """Each second, from the worker's monitor thread: its attempts running, its held reservations, its threads."""
+    flush()
+    BUSY.set(worker.running)
     HELD.set(worker.held)
     THREADS.set(worker.options.concurrency)
 
