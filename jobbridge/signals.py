@@ -39,11 +39,15 @@ scheduler_starting = _signals.signal(
     doc="a scheduler is about to read its app's entries (sender: the JobBridge): embedded (a worker's thread, "
         "or a scheduler alone), options (its command line's scheduler options); a receiver that raises stops "
         "it from starting, one that returns a number caps its wait between looks at that many seconds")
+schedules_listing = _signals.signal(
+    "schedules_listing",
+    doc="`jobbridge schedules` is about to read the app's entries to list them or run one by hand (sender: the "
+        "JobBridge): an app adds entries from a source of its own here, as at scheduler_starting; nothing fires")
 
 ALL: tuple[NamedSignal, ...] = (
     job_dispatched, job_processing, job_processed, job_released, job_failed, job_cancelled, job_expired,
     worker_started, worker_stopping, worker_stopped, worker_configure_logging, message_discarded,
-    queue_operation_failed, scheduler_starting,
+    queue_operation_failed, scheduler_starting, schedules_listing,
 )
 
 

@@ -167,6 +167,17 @@ def on_scheduler_starting(sender: Any, embedded: bool = False, options: Mapping[
     return None if wait is None else float(wait)
 
 
-core.scheduler_starting.connect(on_scheduler_starting, weak=False)
+def on_schedules_listing(sender: Any, **kwargs: Any) -> None:
+    """``jobbridge schedules`` of a facade app: django-celery-beat's rows are listed when beat reads them."""
+    app = lifecycle._apps.get(sender) if isinstance(sender, JobBridge) else None
+    if app is None:
+        return
+    if beat_config.scheduler_kind(app.conf["beat_scheduler"], "beat_scheduler") == "django":
+        use_task_messages(sender, task_messages(app))
+        importlib.import_module(DJANGO_BEAT).attach(sender)
 
-__all__ = ["BeatService", "declare", "factory", "on_scheduler_starting", "periodic_entry"]
+
+core.scheduler_starting.connect(on_scheduler_starting, weak=False)
+core.schedules_listing.connect(on_schedules_listing, weak=False)
+
+__all__ = ["BeatService", "declare", "factory", "on_scheduler_starting", "on_schedules_listing", "periodic_entry"]

@@ -10,7 +10,8 @@ Every scheduler these commands start is announced first (`starting`: the
 ``scheduler_starting`` signal), before its entries are read, so that an app
 may add entries from a source of its own, refuse a setting that only a
 scheduler uses, or cap the scheduler's wait between looks (the Celery facade
-does all three; the core never imports it).
+does all three; the core never imports it). The listing announces itself
+with ``schedules_listing`` instead (`listed`): the same sources, no start.
 """
 
 from __future__ import annotations
@@ -56,6 +57,16 @@ def starting(bridge: JobBridge, *, embedded: bool, options: dict[str, Any] | Non
     waits = [float(answer) for _, answer in answers
              if isinstance(answer, int | float) and not isinstance(answer, bool) and answer > 0]
     return _Capped(bridge, min(waits)) if waits else Scheduler(bridge)
+
+
+def listed(bridge: JobBridge) -> Scheduler:
+    """A scheduler for ``bridge`` that only lists (or runs one by hand), its app told first (``schedules_listing``).
+
+    An app whose entries come from a source it attaches when a scheduler starts (the facade's
+    django-celery-beat tables) attaches it here too, so the listing shows what a scheduler would fire.
+    """
+    signals.schedules_listing.send(bridge)
+    return Scheduler(bridge)
 
 
 @contextlib.contextmanager
@@ -130,7 +141,7 @@ def _schedules_group(load: LoadBridge) -> click.Group:
         """
         ctx.obj = app
         if ctx.invoked_subcommand is None:
-            _listing(Scheduler(load(app)))
+            _listing(listed(load(app)))
 
     @schedules.command("run")
     @_app_option
@@ -141,7 +152,7 @@ def _schedules_group(load: LoadBridge) -> click.Group:
 
         The entry's next grid tick still fires when it is due.
         """
-        job_id = Scheduler(load(app or ctx.obj)).fire_now(name)
+        job_id = listed(load(app or ctx.obj)).fire_now(name)
         click.echo(f"fired {name}: job {job_id}" if job_id else f"fired {name}: a unique job of it is pending, "
                    "so none was pushed")
 

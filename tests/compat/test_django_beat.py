@@ -201,3 +201,18 @@ def test_the_cookiecutter_setting_breaks_neither_migrate_nor_a_plain_worker(tmp_
         finally:
             assert worker.stop() == 0, worker.output()
         assert found == 2
+
+
+def test_jobbridge_schedules_lists_the_tables_rows_for_a_facade_app(tmp_path: Path) -> None:
+    """The project's Celery app names django-celery-beat's scheduler: its rows are listed beside beat_schedule's."""
+    with fresh_database("sqlite", tmp_path) as db:
+        env = environment(db, DJANGO_SETTINGS_MODULE="proj.settings_beat_scheduler")
+        manage(env, "migrate", "-v", "0")
+        shell(env, "import json; from django_celery_beat.models import IntervalSchedule, PeriodicTask; "
+                   "every = IntervalSchedule.objects.create(every=90, period='seconds'); "
+                   "PeriodicTask.objects.create(name='publish-every-90s', task='blog.tasks.publish', "
+                   "interval=every, args=json.dumps([1])); print(json.dumps(True))")
+        done = jobbridge(env, "schedules", "-A", "proj")
+        assert done.returncode == 0, done.stderr
+        (row,) = [line for line in done.stdout.splitlines() if line.startswith("publish-every-90s")]
+        assert row.split()[1:4] == ["blog.tasks.publish", "every", "90s"], done.stdout
