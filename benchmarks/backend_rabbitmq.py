@@ -5,14 +5,15 @@ and deleted at the end; jobbridge's failed store and locks sit in a PostgreSQL d
 (``jobbridge_bench_amqp``).
 Processing at each library's default concurrency. jobbridge's queue is quorum
 (its default), every push confirmed by the broker; Celery and Dramatiq use
-classic queues and, by default, publish without confirms.
+classic queues and, by default, publish without confirms. Last, a bare py-amqp
+client measures the broker's own floor on the same node (`benchmarks.rabbitmq_floor`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from benchmarks import vhosts
+from benchmarks import rabbitmq_floor, vhosts
 from benchmarks.common import Options, ProbeServer, Runner, run_library
 from benchmarks.report import LatencyRow, Row
 from benchmarks.run_celery import CeleryAmqpRunner
@@ -71,4 +72,8 @@ def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[
         got, lat = run_library(make, library, probe, opts)
         rows += got
         latency += [lat] if lat else []
+    if not only or "py-amqp" in only:  # the broker's own floor, in the same run (`benchmarks.rabbitmq_floor`)
+        got, floor = rabbitmq_floor.run(opts)
+        rows += got
+        latency += floor
     return rows, latency

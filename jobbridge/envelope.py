@@ -9,16 +9,16 @@ cannot load.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import uuid_utils
 
 from jobbridge import limits
 from jobbridge.errors import PayloadDecodeError, PayloadEncodeError
-from jobbridge.limits import MAX_ATTEMPTS
+from jobbridge.limits import MAX_ATTEMPTS, MAX_NAME_LENGTH, MAX_STORED_ATTEMPTS, MAX_TIME, MAX_TIMEOUT, MAX_TRIES
 
 FORMAT_VERSION = 1
 
@@ -50,6 +50,10 @@ class Envelope:
     headers: Mapping[str, Any] = field(default_factory=dict)
     #: not started by then (epoch seconds, the dispatcher's clock): acknowledged unrun, reported expired
     expires_at: float | None = None
+    #: `encode`'s bytes, once computed (an envelope is immutable, payload and headers included)
+    _body: bytes | None = field(default=None, init=False, repr=False, compare=False)
+    #: whether `checked` found this envelope within every range already (so it need not look again)
+    _in_range: bool = field(default=False, init=False, repr=False, compare=False)
 
     @classmethod
     def new(cls, name: str, queue: str, payload: Mapping[str, Any], *, tries: int, timeout: float, now: float,
@@ -69,7 +73,18 @@ class Envelope:
                    expires_at=expires_at)
 
     def encode(self) -> bytes:
-        """The stored form: compact JSON, versioned; `PayloadEncodeError` if a value cannot be JSON."""
+        """The stored form: compact JSON, versioned; `PayloadEncodeError` if a value cannot be JSON.
+
+        Computed once per envelope: a dispatch measures the size of what it stores
+        (`JobBridge.push`) and the driver then stores those same bytes.
+        """
+        body = self._body
+        if body is None:
+            body = self._encode()
+            object.__setattr__(self, "_body", body)
+        return body
+
+    def _encode(self) -> bytes:
         # expires_at is written only when set, so a job without one is stored as before
         extra = {} if self.expires_at is None else {"expires_at": self.expires_at}
         try:
@@ -103,36 +118,93 @@ class Envelope:
         Every field is held to the ranges of `jobbridge.limits` (a timeout above
         `MAX_TIMEOUT` is clamped to it); drivers call `reservation_from_body`, which never raises.
         """
+        return cls._decoded(body, attempts, None)
+
+    @classmethod
+    def _decoded(cls, body: object, attempts: int | None, added: int | None) -> Envelope:
+        """`decode`; with ``added``, that many attempts more (the attempt a reservation starts, at least 1).
+
+        A worker decodes every job it runs: a body whose every field is already what
+        `limits.envelope_fields` would make of it (what dispatch stores) is taken as it is
+        (`_plain`), and only any other goes through the checks that name what is wrong.
+        """
         data = _parse(body)
         version = data.get("v")
         if isinstance(version, bool) or version != FORMAT_VERSION:
             raise PayloadDecodeError(f"stored message: unknown envelope format (this release reads "
                                      f"format {FORMAT_VERSION}, in the field 'v')")
+        env = _as_stored(cls, data)
         try:
-            fields = limits.envelope_fields(data)
-            if attempts is not None:
-                fields["attempts"] = limits.count("attempts (the store's count)", attempts, 0, MAX_ATTEMPTS)
+            if env is None:
+                env = cls(**limits.envelope_fields(data))
+            count = env.attempts if attempts is None else limits.count(
+                "attempts (the store's count)", attempts, 0, MAX_ATTEMPTS)
+            if added is not None:
+                count = limits.count("attempts (the store's count)",
+                                     count + limits.count("attempts added", added, 0, MAX_ATTEMPTS), 1, MAX_ATTEMPTS)
         except limits.FieldRefused as exc:
             raise PayloadDecodeError(f"stored message: {exc}") from None
-        return cls(**fields)
+        if count != env.attempts:
+            object.__setattr__(env, "attempts", count)  # made here, seen by no one yet
+        return env
 
     def checked(self) -> Envelope:
         """This envelope held to the ranges a stored one must meet (what dispatch stores).
 
         A timeout above `MAX_TIMEOUT` is clamped to it; any other field out of
         range is a `ValueError` naming the field, so that nothing dispatched is
-        ever refused as undecodable by the worker that reads it.
+        ever refused as undecodable by the worker that reads it. An envelope whose
+        every field already has the type and range `limits` would give it (what
+        dispatch builds) is its own checked form (`_plain`), so it is not copied.
         """
+        if self._in_range or _plain(self):
+            object.__setattr__(self, "_in_range", True)
+            return self
         try:
             fields = limits.envelope_fields({f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
         except limits.FieldRefused as exc:
             raise ValueError(f"job {self.name!r:.100} cannot be dispatched: {exc.field} must be {exc.expected} "
                              "(see the ranges in docs/dispatching.md)") from None
-        return Envelope(**fields)
+        checked = Envelope(**fields)
+        object.__setattr__(checked, "_in_range", True)
+        return checked
 
     def replace(self, **changes: Any) -> Envelope:
         """A copy with some fields changed (envelopes are immutable)."""
         return dataclasses.replace(self, **changes)
+
+
+def _text(value: object) -> bool:
+    return type(value) is str and 0 < len(value) <= MAX_NAME_LENGTH and "\x00" not in value
+
+
+def _time(value: object) -> bool:
+    return type(value) is float and 0.0 <= value <= MAX_TIME
+
+
+def _as_stored(cls: type[Envelope], data: dict[str, Any]) -> Envelope | None:
+    """The envelope of parsed JSON taken as it is, when `_plain` finds nothing to change in it; else None."""
+    get = cast("Callable[[str], Any]", data.get)  # a field that is missing is None, which `_plain` refuses
+    headers = get("headers")
+    env = cls(id=get("id"), name=get("name"), queue=get("queue"), payload=get("payload"), tries=get("tries"),
+              timeout=get("timeout"), available_at=get("available_at"), created_at=get("created_at"),
+              attempts=data.get("attempts", 0), unique_key=get("unique_key"), unique_for=get("unique_for"),
+              headers={} if headers is None else headers, expires_at=get("expires_at"))
+    return env if _plain(env) else None
+
+
+def _plain(env: Envelope) -> bool:
+    """Whether every field already is exactly what `limits.envelope_fields` would make of it: the same type
+    (a float where it makes floats, a dict where it copies a mapping) and within range, so nothing would change."""
+    tries, timeout, attempts, unique_for = env.tries, env.timeout, env.attempts, env.unique_for
+    return (_text(env.id) and _text(env.name) and _text(env.queue) and type(env.payload) is dict
+            and type(env.headers) is dict and type(tries) is int and 1 <= tries <= MAX_TRIES
+            and type(timeout) is float and 0.0 < timeout <= MAX_TIMEOUT
+            and _time(env.available_at) and _time(env.created_at)
+            and type(attempts) is int and 0 <= attempts <= MAX_STORED_ATTEMPTS
+            and (env.unique_key is None or type(env.unique_key) is str)
+            and (unique_for is None or (type(unique_for) is float and 0.0 <= unique_for <= MAX_TIME))
+            and (env.expires_at is None or _time(env.expires_at)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,10 +269,7 @@ def reservation_from_body(
     ``queue_hint`` (the store's own id and queue for the body) name the stand-in.
     """
     try:
-        env = Envelope.decode(body, attempts)
-        count = env.attempts + limits.count("attempts added", attempts_added, 0, MAX_ATTEMPTS)
-        env = env.replace(attempts=limits.count("attempts (the store's count)", count, 1, MAX_ATTEMPTS))
-        return Reservation(env, receipt, lease_until)
+        return Reservation(Envelope._decoded(body, attempts, attempts_added), receipt, lease_until)
     except Exception as exc:  # anything at all: the body is failed with the reason, never raised
         stand_in = undecodable(id=_hint(id_hint) or new_id(), queue=_hint(queue_hint) or "<unknown>",
                                attempts=_int_or_zero(attempts) + _int_or_zero(attempts_added), now=now)

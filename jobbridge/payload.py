@@ -130,9 +130,34 @@ def _validation_problems(exc: Exception) -> str:
 
 
 def encode(job: Any) -> dict[str, Any]:
-    """A job instance's fields as a JSON-ready dict."""
-    name = type(job).__name__
-    return {f.name: encode_value(getattr(job, f.name), f"{name}.{f.name}") for f in dataclasses.fields(job)}
+    """A job instance's fields as a JSON-ready dict.
+
+    Dispatch runs this for every job: a field whose value is exactly a JSON scalar
+    is taken as it is, without `encode_value`'s checks, and each class's field names
+    (with the path an error would name) are worked out once.
+    """
+    out: dict[str, Any] = {}
+    for key, path in _fields_of(type(job)):
+        value = getattr(job, key)
+        out[key] = value if type(value) in _PLAIN else encode_value(value, path)
+    return out
+
+
+#: the types `encode_value` hands back unchanged (a subclass, an IntEnum say, goes through it)
+_PLAIN = frozenset(_JSON_SCALARS)
+
+
+_FIELDS: dict[type, tuple[tuple[str, str], ...]] = {}
+
+
+def _fields_of(cls: type) -> tuple[tuple[str, str], ...]:
+    """A job class's field names, each with the path its errors name (``Class.field``)."""
+    found = _FIELDS.get(cls)
+    if found is None:
+        found = tuple((f.name, f"{cls.__name__}.{f.name}") for f in dataclasses.fields(cls))
+        if len(_FIELDS) < 4096:  # classes made on the fly (tests) are not kept for ever
+            _FIELDS[cls] = found
+    return found
 
 
 _KINDS: tuple[tuple[type, str], ...] = (

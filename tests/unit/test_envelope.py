@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -244,3 +245,91 @@ def test_an_envelope_over_the_drivers_size_limit_is_refused_at_dispatch(
     assert "memory driver" in message and "store the data elsewhere" in message
     assert SECRET not in message, "sizes and names, never the payload"
     assert pending(store, "mail") == 1, "nothing of the refused call was stored"
+
+
+# -- what dispatch does once per job: the range check and the encoding --------------------------------------------
+
+
+class Level(int):
+    """An int subclass: the ranges keep it as it is, so the check must not take it for a plain int."""
+
+
+def _base(**changes: Any) -> Envelope:
+    return Envelope(**{**{"id": "0199c1d2-6f7e-7a31-b5d4-2f0c8e9a1b23", "name": "tests.notify", "queue": "mail",
+                          "payload": {"post_id": 1}, "tries": 3, "timeout": 60.0, "available_at": 1_800_000_000.0,
+                          "created_at": 1_800_000_000.0}, **changes})
+
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"timeout": 60},  # an int: the stored form is a float
+    {"tries": True},  # a bool is no count
+    {"tries": Level(2)},
+    {"payload": types.MappingProxyType({"post_id": 1})},  # a mapping that is not a dict: copied into one
+    {"headers": types.MappingProxyType({"h": 1})},
+    {"available_at": 0.0, "created_at": -0.0},
+    {"unique_key": "k", "unique_for": 3600},  # an int: a float once checked
+    {"unique_for": 1e300},  # finite, beyond any time: kept
+    {"expires_at": 1_800_000_060.0},
+    {"attempts": MAX_STORED_ATTEMPTS},
+    {"timeout": 1e12},  # clamped
+])
+def test_checked_is_what_the_ranges_make_of_every_field(changes: dict[str, Any]) -> None:
+    from jobbridge import limits
+
+    env = _base(**changes)
+    try:
+        expected: Envelope | None = Envelope(**limits.envelope_fields(
+            {f.name: getattr(env, f.name) for f in dataclasses.fields(env) if f.init}))
+    except limits.FieldRefused:
+        expected = None
+    if expected is None:
+        with pytest.raises(ValueError, match="cannot be dispatched"):
+            env.checked()
+        return
+    checked = env.checked()
+    assert checked == expected
+    assert [type(getattr(checked, f.name)) for f in dataclasses.fields(Envelope)] == \
+        [type(getattr(expected, f.name)) for f in dataclasses.fields(Envelope)]
+    assert checked.encode() == expected.encode()
+    assert checked.checked() is checked, "a checked envelope is its own checked form"
+
+
+def test_an_envelope_dispatch_built_is_its_own_checked_form_and_encodes_once(bridge: JobBridge,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    env = bridge.envelope(Notify(post_id=1))
+    assert env.checked() is env, "nothing to change, so nothing is copied"
+    calls = []
+    real = orjson.dumps
+    monkeypatch.setattr(orjson, "dumps", lambda value: calls.append(1) or real(value))
+    first = env.encode()
+    assert env.encode() is first and len(calls) == 1, "the size check and the driver share one encoding"
+    moved = env.replace(queue="other")
+    assert orjson.loads(moved.encode())["queue"] == "other", "a copy with a change encodes anew"
+    assert orjson.loads(env.encode())["queue"] == "mail"
+
+
+def test_a_reservation_counts_the_attempt_it_starts_once() -> None:
+    body = _base(attempts=2).encode()
+    res = reservation_from_body(body, receipt=None, lease_until=0.0, now=0.0, id_hint=None, queue_hint=None,
+                                attempts_added=1)
+    assert res.decode_error is None and res.envelope.attempts == 3
+    assert res.envelope == dataclasses.replace(Envelope.decode(body), attempts=3)
+    stored = reservation_from_body(body, receipt=None, lease_until=0.0, now=0.0, id_hint=None, queue_hint=None,
+                                   attempts=5, attempts_added=2)
+    assert stored.envelope.attempts == 7, "the store's count replaces the body's, then the added ones count"
+
+
+@pytest.mark.parametrize("changes", [
+    {}, {"timeout": 60}, {"created_at": 1_800_000_000}, {"unique_for": 3600}, {"unique_key": "k"},
+    {"headers": None}, {"attempts": MAX_STORED_ATTEMPTS}, {"timeout": 1e12}, {"expires_at": 1_800_000_060.0},
+])
+def test_a_stored_body_decodes_to_what_the_ranges_make_of_it(changes: dict[str, Any]) -> None:
+    from jobbridge import limits
+
+    body = orjson.dumps(good(**changes))
+    expected = Envelope(**limits.envelope_fields(orjson.loads(body)))
+    decoded = Envelope.decode(body)
+    assert decoded == expected
+    assert [type(getattr(decoded, f.name)) for f in dataclasses.fields(Envelope)] == \
+        [type(getattr(expected, f.name)) for f in dataclasses.fields(Envelope)]

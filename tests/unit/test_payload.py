@@ -164,3 +164,24 @@ def test_encode_errors_quote_no_value_or_key() -> None:
     with pytest.raises(PayloadEncodeError, match=r"Rich\.scores\[entry 0\] holds a object") as caught:
         encode(job)
     assert SECRET not in str(caught.value)
+
+
+def test_a_value_of_a_scalar_subclass_is_encoded_as_encode_value_would() -> None:
+    import enum
+    from typing import Any
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Tag(enum.StrEnum):
+        RED = "red"
+
+    @dataclass
+    class Holder:
+        level: Any
+        tag: Any
+        text: str
+        count: int
+
+    assert orjson.loads(orjson.dumps(encode(Holder(Level.HIGH, Tag.RED, "x", 2)))) == \
+        {"level": 3, "tag": "red", "text": "x", "count": 2}

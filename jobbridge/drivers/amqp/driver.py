@@ -172,12 +172,13 @@ class AmqpDriver:
             batch = self.consumers.take(names, limit - len(got))
             if not batch:
                 break
+            lease_until = now + self.reservation
             for d in batch:
-                res = reservation_from_body(d.body, receipt=Receipt(d), lease_until=now + self.reservation, now=now,
+                res = reservation_from_body(d.body, receipt=Receipt(d), lease_until=lease_until, now=now,
                                             id_hint=d.job_id, queue_hint=d.queue, attempts_added=1 + d.redeliveries)
                 if res.decode_error is None and res.envelope.available_at > now + EARLY and self._early(ch, res, now):
                     continue
-                self._leases[Receipt(d).key] = (res.lease_until, d.queue)
+                self._leases[d.generation, d.tag] = (lease_until, d.queue)  # the receipt's key
                 got.append(res)
         return got
 
@@ -349,8 +350,13 @@ class AmqpDriver:
         self.store.migrate()
 
     def check(self) -> None:
-        """The broker answers, and the shared store's own check passes."""
-        self.publisher.link.call("connect", lambda ch: None)
+        """The broker answers, and the shared store's own check passes.
+
+        The broker is asked on the reserving connection, which a worker (the one that
+        checks, at its start) opens next anyway; its publishing connection opens at its
+        first push, which a worker whose jobs never retry never makes.
+        """
+        self.consumers.link.call("connect", lambda ch: None)
         self.store.check()
 
     def describe(self) -> str:

@@ -23,6 +23,9 @@ FRAME_END = b"\xce"
 _PUBLISH = Struct(">HHH").pack(60, 40, 0)
 _FRAME = Struct(">BHI")
 _HEADER = Struct(">HHQH")
+#: a header frame's framing and its fixed fields; a frame end then the next (body) frame's framing
+_HEADER_FRAME = Struct(">BHIHHQH")
+_END_BODY = Struct(">BBHI")
 #: property flags: content_type (bit 15), delivery_mode (bit 12), message_id (bit 7)
 PROPERTY_FLAGS = 0x8000 | 0x1000 | 0x0080
 _PERSISTENT = b"\x02"
@@ -59,7 +62,14 @@ class PublishFrames:
 
     def encode(self, exchange: str, key: str, body: bytes, message_id: str) -> bytes:
         """One persistent message, ``mandatory`` (a message no queue takes comes back as returned)."""
-        header = (_HEADER.pack(60, 0, len(body), PROPERTY_FLAGS) + self._content_type + _PERSISTENT
+        mid = message_id.encode()
+        size = len(body)
+        if 0 < size <= self.chunk and len(mid) <= 255:  # a job: three frames, packed at once
+            properties = self._content_type + _PERSISTENT + bytes((len(mid),)) + mid
+            return b"".join((self._method(exchange, key), _HEADER_FRAME.pack(
+                HEADER, self.channel_id, _HEADER.size + len(properties), 60, 0, size, PROPERTY_FLAGS), properties,
+                _END_BODY.pack(FRAME_END[0], BODY, self.channel_id, size), body, FRAME_END))
+        header = (_HEADER.pack(60, 0, size, PROPERTY_FLAGS) + self._content_type + _PERSISTENT
                   + shortstr(message_id))
         parts = [self._method(exchange, key), _FRAME.pack(HEADER, self.channel_id, len(header)), header, FRAME_END]
         for start in range(0, len(body), self.chunk):

@@ -4,7 +4,8 @@ A push returns only once the broker confirmed every message of it (publisher
 confirms: on a quorum queue, once a majority of its replicas wrote it), so a
 job whose dispatch returned survives a broker restart. Messages are encoded
 `BATCH` to a socket write (`jobbridge.drivers.amqp.frames`) and written back to
-back, the confirms that came back read between batches; the push waits only
+back, the confirms that came back read between batches (in bulk, as
+`jobbridge.drivers.amqp.inbox` reads deliveries); the push waits only
 when more than `IN_FLIGHT` are unconfirmed, and at its end for the last. A
 message the broker refuses (a negative confirm, or returned as unroutable
 because its queue is gone) fails the push with `StoreRefused`. The
@@ -21,6 +22,7 @@ from typing import Any
 
 import amqp
 
+from jobbridge.drivers.amqp import inbox
 from jobbridge.drivers.amqp.connection import Link
 from jobbridge.drivers.amqp.frames import PublishFrames
 from jobbridge.drivers.amqp.settings import AmqpSettings
@@ -165,11 +167,7 @@ class Publisher:
 
     @staticmethod
     def _read_confirms(conn: Any) -> None:
-        try:
-            while True:
-                conn.drain_events(timeout=0)
-        except TimeoutError:
-            return
+        inbox.drain(conn, 0)
 
     def _await(self, ch: amqp.Channel, confirms: _Confirms, leave: int = 0) -> None:
         """Until at most ``leave`` messages await their confirm; then fail the push if any was refused."""
@@ -179,7 +177,7 @@ class Publisher:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError("publisher confirms")
-            conn.drain_events(timeout=left)
+            inbox.drain(conn, left)  # every confirm that is here, in as few reads as it takes
         if confirms.refused:
             refused, confirms.refused = confirms.refused, []
             raise StoreRefused(f"a push was not accepted in full: {refused[0]}"
