@@ -13,6 +13,13 @@ call fails, the reason decides what happens:
   `MAX_REFUSALS` times running is given up, logged as an error naming the job
   and why, and let go, so that its lease is no longer renewed and lapses.
 
+When the worker also has room to reserve, the plain acknowledgements of a
+batch (`combinable`) may be stored by a call the worker hands in
+(``acknowledging``: the driver's `AcknowledgingReserve`, the acknowledgement
+and the next claim in one transaction), and the rest of the batch as above. If
+that call fails, it stored nothing: every outcome is kept, and the next try
+(after the worker's backoff) is the plain one above, whose rules then apply.
+
 Before this, one outcome the store could not hold (a name too long for its
 column) held its whole batch for good while the heartbeat renewed the batch's
 leases: the worker never moved on.
@@ -24,6 +31,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from jobbridge.drivers.base import Driver
+from jobbridge.envelope import Reservation
 from jobbridge.errors import DriverUnavailable
 from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome
@@ -44,6 +52,8 @@ class Settler:
         self._failed = failed  # logs, signals and backs off: the worker's handling of a store error
         self._succeeded = succeeded
         self._refusals: dict[str, int] = {}
+        #: False after a failed combined call, until a plain settle succeeds: its error is then the plain one's
+        self.may_combine = True
 
     def add(self, outcome: Outcome) -> None:
         self.pending.append(outcome)
@@ -52,8 +62,34 @@ class Settler:
         """The ids of the jobs whose outcomes are still to store (the heartbeat no longer renews them)."""
         return {outcome.reservation.id for outcome in self.pending}
 
-    def settle(self, still_ours: Callable[[str], bool]) -> list[Outcome]:
-        """Store what is pending; returns the outcomes done with (stored, or given up)."""
+    def combinable(self) -> list[Outcome]:
+        """The pending acknowledgements a combined call may store: no unique-job lock, never refused."""
+        if not self.may_combine:
+            return []
+        return [o for o in self.pending if o.action == "acknowledge" and o.reservation.envelope.unique_key is None
+                and o.reservation.id not in self._refusals]
+
+    def settle(self, still_ours: Callable[[str], bool], *,
+               acknowledging: Callable[[Sequence[Reservation]], None] | None = None) -> list[Outcome]:
+        """Store what is pending; returns the outcomes done with (stored, or given up).
+
+        ``acknowledging``, when given, stores the `combinable` outcomes in one call (the rest as ever).
+        """
+        plain = self.combinable() if acknowledging is not None else []
+        if acknowledging is not None and plain:
+            try:
+                acknowledging([o.reservation for o in plain])
+            except Exception as exc:  # nothing was stored: all kept, and tried the plain way next
+                self.may_combine = False
+                self._failed("acknowledge and reserve", exc)
+                return []
+            self._succeeded()
+            ids = {id(o) for o in plain}
+            self.pending = [o for o in self.pending if id(o) not in ids]
+            return plain + self._settle_batch(still_ours) if self.pending else plain
+        return self._settle_batch(still_ours)
+
+    def _settle_batch(self, still_ours: Callable[[str], bool]) -> list[Outcome]:
         batch, self.pending = self.pending, []
         if len(batch) > 1:
             try:
@@ -65,6 +101,7 @@ class Settler:
                 self._failed("settle", exc)
             else:
                 self._succeeded()
+                self.may_combine = True
                 for outcome in batch:
                     self._refusals.pop(outcome.reservation.id, None)
                 return batch
@@ -84,6 +121,7 @@ class Settler:
                     done.append(outcome)
                 continue
             self._succeeded()
+            self.may_combine = True
             self._refusals.pop(job_id, None)
             done.append(outcome)
         return done

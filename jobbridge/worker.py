@@ -6,7 +6,7 @@ reserves what the threads will start soon, stores finished attempts together
 (`jobbridge.settling`), renews every held reservation each quarter lease, and
 reclaims lapsed ones every half lease. Store errors, and anything else a store
 call raises, are logged, signalled and retried with backoff: no message and no
-outcome can stop the loop. Whether a lease is still the worker's is judged by
+outcome can stop the loop (`jobbridge.store_calls`). Whether a lease is still the worker's is judged by
 this process's monotonic clock since the last reserve or renewal that covered
 it, never by comparing the store's deadline with the local wall clock. When
 to stop is the `Lifecycle`'s (jobbridge.worker_lifecycle: running, draining,
@@ -24,18 +24,20 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from jobbridge import signals
+from jobbridge.drivers.base import AcknowledgingReserve
 from jobbridge.envelope import Reservation
-from jobbridge.errors import DriverError
 from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome, WorkStats
 from jobbridge.pool import Pool
 from jobbridge.rate_gate import RateGate
 from jobbridge.settling import Settler
+from jobbridge.store_calls import MAX_BACKOFF as MAX_BACKOFF
+from jobbridge.store_calls import StoreCalls
 from jobbridge.worker_lifecycle import REPLACE_EXIT_CODE as REPLACE_EXIT_CODE
 from jobbridge.worker_lifecycle import STOPPED_AT_ONCE_EXIT_CODE as STOPPED_AT_ONCE_EXIT_CODE
 from jobbridge.worker_lifecycle import Lifecycle
@@ -47,14 +49,11 @@ if TYPE_CHECKING:
     from jobbridge.app import JobBridge
 
 log = logging.getLogger("jobbridge.worker")
-T = TypeVar("T")
 
 #: how much work (in attempt-milliseconds) the worker may reserve ahead of its threads
 PREFETCH_MS = 20.0
 #: never more than this many times ``concurrency`` jobs ahead
 MAX_AHEAD = 7
-#: the longest pause between tries of a failing store call (seconds)
-MAX_BACKOFF = 30.0
 
 
 class _StopNow(BaseException):
@@ -74,6 +73,8 @@ class Worker:
         self.connection = conn.name
         self.lease = conn.reservation
         self.driver = bridge.driver(conn.name)
+        #: the driver, when it can acknowledge and reserve in one transaction (`_settle`)
+        self._combined = self.driver if isinstance(self.driver, AcknowledgingReserve) else None
         self.executor: Executor = bridge.executor(conn.name)
         self.stats = WorkStats()
         #: attempts let go of, by queue: [ended, failed, released]; written by the loop alone, read by the
@@ -88,9 +89,9 @@ class Worker:
         self._renewed: dict[str, float] = {}  # job id -> monotonic start of the call that last leased it
         self._lost: set[str] = set()
         self._stuck: set[str] = set()
-        self._settler = Settler(self.driver, failed=self._failed_call, succeeded=self._call_ok)
-        self._errors = 0
-        self._backoff_until = 0.0
+        self._calls = StoreCalls(self, sleep=self.options.sleep, connection=self.connection, monotonic=monotonic)
+        self._store = self._calls.call
+        self._settler = Settler(self.driver, failed=self._calls.failed, succeeded=self._calls.ok)
         self._avg_ms = PREFETCH_MS * 10  # assume slow jobs until some have run
         self._next_beat = self._next_reclaim = 0.0
         #: when (``monotonic``) the loop last came round; a liveness file is touched only while it does
@@ -216,11 +217,11 @@ class Worker:
                     self.gate.hand_back_all(self._hand_back)  # a stopping worker starts no waiting job
                 if not self._busy():
                     return
-            backoff = self._backoff_until - self.monotonic()
+            backoff = self._calls.backoff_until - self.monotonic()
             if backoff > 0:
                 self._pause(backoff)
                 continue
-            self._settle()
+            self._settle(pool)
             self._timers()
             self.gate.start_due(pool.submit, self._hand_back)
             room = self._room()
@@ -237,6 +238,16 @@ class Worker:
         got = self._store("reserve", lambda: self.driver.reserve(self.options.queues, limit, wait=wait))
         if got is None:
             return
+        self._accept(pool, got, asked)
+        if got or not self.lifecycle.running:
+            return
+        if self.lifecycle.drains:
+            self._pause(self._until_timer())  # until a held job finishes
+        elif not blocking:
+            self._pause(min(self.options.sleep, self._until_timer()))
+
+    def _accept(self, pool: Pool, got: list[Reservation], asked: float) -> None:
+        """Hold what a reserve (``asked``: when it was called) returned, and hand it to the threads."""
         if got:  # one look at the cancelled set per batch: a cancelled job is acknowledged unrun
             self._store("check cancellations", lambda: self.executor.refresh_cancellations([r.id for r in got]))
         for res in got:
@@ -245,21 +256,16 @@ class Worker:
         self.gate.admit(got, pool.submit, self._hand_back)  # a rate-limited job may wait for its turn
         taken = sum(1 for res in got if res.id in self._held)  # a job handed back unstarted was not taken
         self.lifecycle.took(taken, held=len(self._held))  # the budget spent, or the drain done, ends the run
-        if got or not self.lifecycle.running:
-            return
-        if self.lifecycle.drains:
-            self._pause(self._until_timer())  # until a held job finishes
-        elif not blocking:
-            self._pause(min(self.options.sleep, self._until_timer()))
 
-    def _room(self) -> int:
+    def _room(self, settling: int = 0) -> int:
         """How many jobs to reserve now: the free threads, plus a few ahead while jobs are short.
 
         Jobs held ahead of the threads amount to about `PREFETCH_MS` of work (at most
         `MAX_AHEAD` x concurrency jobs, none once attempts average `PREFETCH_MS` x 5);
         they are renewed by the heartbeat like running ones and run before a graceful stop.
+        ``settling``: held jobs about to be let go (acknowledged in the same call as the reserve).
         """
-        size, held = self.options.concurrency, len(self._held) - self.gate.waiting  # waiting: no thread
+        size, held = self.options.concurrency, len(self._held) - self.gate.waiting - settling  # waiting: no thread
         ahead = int(size * min(MAX_AHEAD, PREFETCH_MS / self._avg_ms)) if self._avg_ms < PREFETCH_MS * 5 else 0
         # with jobs ahead, let the threads work the batch down to their number before reserving more
         return self.lifecycle.room(0 if ahead and held > size else size + ahead - held)
@@ -276,7 +282,7 @@ class Worker:
         """Seconds until the loop has something to do of its own: a heartbeat, a reclaim, a settle retry."""
         due = min(self._next_beat, self._next_reclaim)
         if self._settler.pending:
-            due = min(due, self._backoff_until)
+            due = min(due, self._calls.backoff_until)
         return min(max(0.0, due - self.monotonic()), self.gate.until_due())
 
     def _finished(self, outcome: Outcome) -> None:
@@ -286,8 +292,35 @@ class Worker:
 
     # -- settling ----------------------------------------------------------------------------
 
-    def _settle(self) -> None:
-        """Store finished attempts (see `jobbridge.settling`), then let go of those done with."""
+    def _settle(self, pool: Pool) -> None:
+        """Store finished attempts (see `jobbridge.settling`), then let go of those done with.
+
+        With acknowledgements to store and room to reserve, a driver that offers
+        `AcknowledgingReserve` stores them and claims the next jobs in one
+        transaction; with no room they are acknowledged alone, never held back.
+        """
+        self._collect()
+        limit = self._combined_room()
+        taken: list[tuple[list[Reservation], float]] = []
+
+        def acknowledging(done: Sequence[Reservation]) -> None:
+            assert self._combined is not None  # _combined_room is 0 without it
+            asked = self.monotonic()  # as in `_take`: the lease runs from before the call
+            taken.append((self._combined.acknowledge_and_reserve(done, self.options.queues, limit), asked))
+
+        for outcome in self._settler.settle(self._still_ours, acknowledging=acknowledging if limit > 0 else None):
+            self._let_go(outcome)
+        for got, asked in taken:
+            self._accept(pool, got, asked)
+
+    def _combined_room(self) -> int:
+        """How many jobs to reserve with the acknowledgements now pending (0: acknowledge them alone)."""
+        if self._combined is None or not self.lifecycle.running or self.gate.waiting:
+            return 0
+        return self._room(len(self._settler.combinable()))
+
+    def _collect(self) -> None:
+        """Finished attempts to the settler; one whose lease was lost is let go unstored."""
         while self._done:
             outcome = self._done.popleft()
             if outcome.reservation.id in self._lost:
@@ -296,8 +329,6 @@ class Worker:
                 self._let_go(outcome)
             else:
                 self._settler.add(outcome)
-        for outcome in self._settler.settle(self._still_ours):
-            self._let_go(outcome)
 
     def _hand_back(self, res: Reservation, delay: float) -> bool:
         """A rate-limited job that did not start goes back to the store, its attempt uncounted."""
@@ -377,32 +408,3 @@ class Worker:
                     self._lost.add(res.id)
                     log.warning("the reservation of job %s (%s) was lost before its attempt ended: another "
                                 "worker may run it again", res.id, res.envelope.name)
-
-    # -- store errors ------------------------------------------------------------------------
-
-    def _store(self, operation: str, call: Callable[[], T]) -> T | None:
-        """Run one store call; if it raises anything, report it (`_failed_call`) and return None."""
-        try:
-            result = call()
-        except Exception as exc:  # a driver bug or a client's own exception must not end the worker
-            self._failed_call(operation, exc)
-            return None
-        self._call_ok()
-        return result
-
-    def _failed_call(self, operation: str, exc: Exception) -> None:
-        """A store call failed: log it, signal it, and back off before the loop calls the store again."""
-        self._errors += 1
-        delay = min(MAX_BACKOFF, max(0.05, min(self.options.sleep, 1.0)) * 2 ** min(self._errors - 1, 16))
-        self._backoff_until = self.monotonic() + delay
-        if isinstance(exc, DriverError):
-            log.warning("store call %s failed (%s); trying again in %.2gs", operation, exc, delay)
-        else:
-            log.error("store call %s raised %s, which is no store error (a driver bug, or data its client "
-                      "refused); handled as a store error, trying again in %.2gs", operation,
-                      type(exc).__name__, delay, exc_info=exc)
-        signals.send(signals.queue_operation_failed, self, worker=self, operation=operation,
-                     error=str(exc), exception=exc, connection=self.connection)
-
-    def _call_ok(self) -> None:
-        self._errors = 0

@@ -268,3 +268,26 @@ class JobChecking(Protocol):
         """Refuse (`ConfigurationError`, saying what to configure) a job whose timeout the store would cut
         short; return one warning line per job the store *may* cut short (one without a timeout)."""
         ...
+
+
+@runtime_checkable
+class AcknowledgingReserve(Protocol):
+    """Optional beside `Driver`: acknowledge finished jobs and reserve the next ones in one transaction.
+
+    On a store where every transaction waits for its commit to reach the disk
+    (the database driver: SQLite with ``synchronous=FULL``, PostgreSQL, MariaDB),
+    a batch's acknowledgement and the claim of the next batch as two transactions
+    cost two waits. When the worker has acknowledgements to store *and* room to
+    reserve at the same moment, it calls `acknowledge_and_reserve` on a driver
+    that implements it (``isinstance(driver, AcknowledgingReserve)``); with no
+    room it acknowledges alone, as ever, so that no acknowledgement waits for a
+    reserve. Either both halves are stored or neither is: a worker killed
+    meanwhile leaves its jobs reserved under their old receipts, and they come
+    back when their leases lapse, as after any crash before an acknowledgement.
+    """
+
+    def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                limit: int) -> list[Reservation]:
+        """`Driver.acknowledge` of ``reservations`` then `Driver.reserve` of up to ``limit`` (never waiting),
+        committed together; raises as either would, having stored nothing."""
+        ...

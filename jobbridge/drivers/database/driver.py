@@ -216,12 +216,16 @@ class DatabaseDriver:
             return self._reserve_now(queues, limit)
         return self._reserve_waiting(queues, limit, wait)
 
-    def _reserve_now(self, queues: Sequence[str], limit: int) -> list[Reservation]:
+    def _reserve_now(self, queues: Sequence[str], limit: int,
+                     first: Callable[[Connection], object] | None = None) -> list[Reservation]:
+        """Claim up to ``limit`` in one transaction, after ``first`` (an acknowledgement) in the same one."""
         now = self.clock.now()
         until = now + self.reservation
         token = new_id()  # one token for the whole batch; the id tells its rows apart
 
         def claim(conn: Connection) -> list[ClaimedRow]:
+            if first is not None:
+                first(conn)
             claimed: list[ClaimedRow] = []
             for queue in queues:
                 claimed += self._claim(conn, queue=queue, limit=limit - len(claimed),
@@ -230,7 +234,8 @@ class DatabaseDriver:
                     break
             return claimed
 
-        return [reservation_of(row, token, until, now) for row in self._write("reserve jobs", claim)]
+        action = "reserve jobs" if first is None else "acknowledge jobs and reserve more"
+        return [reservation_of(row, token, until, now) for row in self._write(action, claim)]
 
     def _reserve_waiting(self, queues: Sequence[str], limit: int, wait: float) -> list[Reservation]:
         listener = self._listen()
@@ -265,6 +270,20 @@ class DatabaseDriver:
             return
         statement = delete(jobs).where(_held(reservations))
         self._write("acknowledge jobs", lambda conn: conn.execute(statement))
+
+    def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                limit: int) -> list[Reservation]:
+        """`acknowledge` then a claim, in one transaction: one commit (one fsync) where there were two.
+
+        See `jobbridge.drivers.base.AcknowledgingReserve`; the claim never waits for a push.
+        """
+        if limit <= 0 or not queues:
+            self.acknowledge(reservations)
+            return []
+        if not reservations:
+            return self._reserve_now(queues, limit)
+        statement = delete(jobs).where(_held(reservations))
+        return self._reserve_now(queues, limit, first=lambda conn: conn.execute(statement))
 
     def release(self, reservation: Reservation, delay: float) -> None:
         job_id, token = reservation.receipt
