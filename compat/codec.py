@@ -1,14 +1,16 @@
 """Task arguments as JSON, the way Celery's json serializer sends them, checked at the call.
 
 JSON values go as they are (a tuple arrives as a list, as with Celery). A datetime,
-date, time, UUID or Decimal is sent tagged, ``{"__type__": "datetime", "__value__":
-"..."}``, and arrives as the same type, as kombu's json does. Anything else is
+date, time, UUID, Decimal or bytes is sent tagged, ``{"__type__": "datetime", "__value__":
+"..."}`` (bytes as ``"bytes"`` when they are UTF-8, else ``"base64"``), and arrives as
+the same type, as kombu's json does. Anything else is
 refused where ``delay()`` was called, naming the argument, so that a model
 instance never travels in place of its id.
 """
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, time
@@ -25,6 +27,8 @@ _TAGS: dict[str, Callable[[str], Any]] = {
     "time": time.fromisoformat,
     "uuid": uuid.UUID,
     "decimal": Decimal,
+    "bytes": lambda text: text.encode("utf-8"),
+    "base64": lambda text: base64.b64decode(text.encode("ascii")),
 }
 
 
@@ -43,6 +47,11 @@ def _tag(value: Any) -> dict[str, str] | None:
         return {"__type__": "uuid", "__value__": str(value)}
     if isinstance(value, Decimal):
         return {"__type__": "decimal", "__value__": str(value)}
+    if isinstance(value, bytes):
+        try:
+            return {"__type__": "bytes", "__value__": value.decode("utf-8")}
+        except UnicodeDecodeError:
+            return {"__type__": "base64", "__value__": base64.b64encode(value).decode("ascii")}
     return None
 
 
@@ -69,7 +78,7 @@ def encode(value: Any, path: str, task: str) -> Any:
     raise EncodeError(
         f"{path} of {task} is a {type(value).__module__}.{type(value).__qualname__}, which the json "
         "serializer cannot send; pass a JSON value (str, int, float, bool, None, list, dict, or a datetime, "
-        "date, time, UUID or Decimal), e.g. an object's id, and load the object inside the task")
+        "date, time, UUID, Decimal or bytes), e.g. an object's id, and load the object inside the task")
 
 
 def encode_call(task: str, args: Sequence[Any], kwargs: Mapping[str, Any],

@@ -3,7 +3,7 @@
 After it, unmodified modules run on jobbridge: ``from celery import Celery,
 shared_task``, ``celery.signals``, ``celery.exceptions``, ``celery.result``,
 ``celery.states``, ``celery.schedules``, ``celery.canvas``, ``celery.app.task.Task``,
-``celery.utils.log.get_task_logger``, ``celery.utils.time``, and, built when first
+``celery.utils.log.get_task_logger``, ``celery.utils.time``, ``celery.app.trace``, and, built when first
 imported, the modules compat/module_map.py lists (``celery.worker.control``,
 ``celery.contrib.abortable``, ``celery.contrib.pytest``, ``celery.contrib.testing``).
 Any other ``celery.*`` import raises `RefusedModule` naming the module and what to
@@ -32,6 +32,7 @@ from .exceptions import ImproperlyConfigured
 from .module_map import RefusedModule
 from .request import Request
 from .request import current_task as running_task
+from .running import trace_log
 
 MARK = "__jobbridge__"
 CELERY_VERSION = "5.4.0"
@@ -64,8 +65,11 @@ def build() -> dict[str, types.ModuleType]:
     )
     app_task = _module("celery.app.task", "Task", Task=task.Task, Context=Request)
     app_base = _module("celery.app.base", "Celery", Celery=app.Celery)
+    # built with the rest: code reads celery.app.trace.LOG_* without importing it, as a Celery worker has
+    app_trace = _module("celery.app.trace", trace_log.__doc__ or "trace", **_public(trace_log))
     app_pkg = _module("celery.app", "apps", package=True, Celery=app.Celery, shared_task=shared.shared_task,
-                      task=app_task, base=app_base, default_app=None, app_or_default=_app_or_default)
+                      task=app_task, base=app_base, trace=app_trace, default_app=None,
+                      app_or_default=_app_or_default)
     utils_log = _module("celery.utils.log", "logging", **_public(log))
     utils_time = _module("celery.utils.time", timezones.__doc__ or "time", **_public(timezones))
     utils = _module("celery.utils", "utils", package=True, log=utils_log, time=utils_time, uuid=_uuid,
@@ -75,6 +79,7 @@ def build() -> dict[str, types.ModuleType]:
                     current_task=shared.current_task, app_or_default=_app_or_default)
     modules = {
         "celery": top, "celery.app": app_pkg, "celery.app.task": app_task, "celery.app.base": app_base,
+        "celery.app.trace": app_trace,
         "celery.utils": utils, "celery.utils.log": utils_log, "celery.utils.time": utils_time,
         "celery._state": state,
     }

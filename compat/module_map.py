@@ -19,6 +19,7 @@ from .exceptions import RefusedFeature
 #: celery module -> the facade module (relative to jobbridge.compat) whose public names it holds
 PROVIDED: dict[str, str] = {
     "celery.worker.control": "remote_commands",
+    "celery.utils.serialization": "results.serialization",
     "celery.contrib.abortable": "contrib.abortable",
     "celery.contrib.pytest": "contrib.pytest",
     "celery.contrib.testing.app": "contrib.testing.app",
@@ -36,8 +37,9 @@ REFUSED: dict[str, str] = {
     "celery.worker": "jobbridge runs its own worker (jobbridge worker -A proj), which takes no broadcast "
                      "commands; celery.worker.control (Panel, control_command, inspect_command) is provided "
                      "so that task modules registering commands still import",
-    "celery.app.control": "app.control.revoke(id) and app.control.terminate(id) are provided through "
-                          "app.control; inspect and broadcast commands are not: watch workers with "
+    "celery.app.control": "app.control.revoke(id), app.control.terminate(id), app.control.ping() and "
+                          "app.control.inspect().ping() (from the workers' heartbeats) are provided through "
+                          "app.control; other inspections and broadcast commands are not: watch workers with "
                           "jobbridge status",
     "celery.bin": "the command line is jobbridge's: jobbridge worker -A proj, jobbridge beat -A proj, "
                   "jobbridge status (jobbridge --help)",
@@ -68,7 +70,8 @@ REFUSED: dict[str, str] = {
                        "into code",
     "celery.platforms": "daemonizing helpers are not provided: run jobbridge worker under systemd or another "
                         "process manager; for signals use the standard library's signal module",
-    "celery.utils": "the facade provides celery.utils.log, celery.utils.time, uuid and cached_property; "
+    "celery.utils": "the facade provides celery.utils.log, celery.utils.time, celery.utils.serialization, uuid and "
+                    "cached_property; "
                     "Celery's other helpers are its internals: use the standard library or your own helper",
     "celery.local": "Celery's proxies are its internals: current_app and current_task are provided in "
                     "celery itself",

@@ -12,6 +12,7 @@ CELERY_HEADERS = frozenset({
     "lang", "task", "id", "shadow", "eta", "expires", "group", "group_index", "retries", "timelimit",
     "root_id", "parent_id", "argsrepr", "kwargsrepr", "origin", "ignore_result", "replaced_task_nesting",
     "stamped_headers", "stamps", "callbacks", "errbacks", "chain", "chord",
+    "properties",  # the message properties the caller set (apply_async(app_id=...)): request.properties
 })
 #: the headers that say what follows a task (compat/running/flow.py), as Request attributes
 WORKFLOW_HEADERS = ("callbacks", "errbacks", "chain", "chord", "group", "group_index")

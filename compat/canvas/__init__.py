@@ -19,6 +19,7 @@ from .chords import chord
 from .maps import chunks, xmap, xstarmap
 from .primitives import chain, group
 from .signature import Signature, maybe_signature, signature, subtask
+from .stamping import StampingVisitor
 
-__all__ = ["Signature", "chain", "chord", "chunks", "group", "maybe_signature", "signature", "subtask", "xmap",
-           "xstarmap"]
+__all__ = ["Signature", "StampingVisitor", "chain", "chord", "chunks", "group", "maybe_signature", "signature",
+           "subtask", "xmap", "xstarmap"]

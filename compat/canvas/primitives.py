@@ -31,7 +31,7 @@ from jobbridge.envelope import new_id
 from ..exceptions import RefusedFeature
 from ..ports import AppPort
 from ..results.groupresult import GroupResult
-from .signature import TYPES, Signature, maybe_signature
+from .signature import TYPES, Signature, maybe_signature, signature
 
 
 def tasks_of(tasks: tuple[Any, ...]) -> list[Any]:
@@ -77,7 +77,7 @@ class chain(Canvas):
         steps: list[Signature] = []
         for task in tasks_of(tasks):
             sig = maybe_signature(task, app=app)
-            steps.extend(sig.tasks if isinstance(sig, chain) else [sig])
+            steps.extend(_flattened(sig) if isinstance(sig, chain) else [sig])
         Signature.__init__(self, "celery.chain", (), {"tasks": [dict(s) for s in steps]}, options,
                            subtask_type="chain", app=app)
 
@@ -86,20 +86,25 @@ class chain(Canvas):
         return tuple(self._parts("tasks"))
 
     def __or__(self, other: Any) -> Any:
+        # as Celery's unchain_tasks: each chain's links go onto its own steps, not onto the new chain
         if isinstance(other, chain):
-            return chain(*self.tasks, *other.tasks, app=self.bound_app, **self.options)
+            return chain(*_flattened(self), *_flattened(other), app=self.bound_app)
         if isinstance(other, Signature):
-            return chain(*self.tasks, other, app=self.bound_app, **self.options)
+            return chain(*_flattened(self), other, app=self.bound_app)
         return NotImplemented
 
     def _steps(self) -> list[Signature]:
-        """The steps to publish: copies, a group followed by a step made a chord (as Celery does)."""
-        tasks, steps = [t.clone() for t in self.tasks], []
+        """The steps to publish: copies, a group followed by a step made a chord (as Celery does).
+
+        Built from the last step back, as Celery's chain does, so a group followed by a group
+        followed by a task is a chord whose body is the chord of the second group and the task.
+        """
+        tasks, steps = [t.clone() for t in self.tasks], list[Signature]()
         while tasks:
-            step = tasks.pop(0)
-            if isinstance(step, group) and tasks:
-                step = _chord(step, tasks.pop(0), app=self.bound_app)
-            steps.append(step)
+            step = tasks.pop()
+            if isinstance(step, group) and steps:
+                step = _chord(step, steps.pop(0), app=self.bound_app)
+            steps.insert(0, step)
         return steps
 
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
@@ -141,6 +146,7 @@ class chain(Canvas):
             raise ValueError("an empty chain has nothing to run")
         result = steps[-1].freeze(_id, group_id, chord, root_id, parent_id, group_index)
         self["kwargs"]["tasks"] = [dict(s) for s in steps]
+        self.options["task_id"] = result.id  # a chain's id is its last task's, as in Celery
         return result
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -148,6 +154,18 @@ class chain(Canvas):
 
     def __repr__(self) -> str:
         return " | ".join(repr(t) for t in self.tasks) or "chain()"
+
+
+def _flattened(inner: chain) -> list[Signature]:
+    """An inner chain's steps, keeping its links as Celery does: link on its last step, link_error on each."""
+    steps = list(inner.tasks)
+    if steps:
+        for callback in _as_list(inner.options.get("link")):
+            steps[-1].link(callback)
+        for errback in _as_list(inner.options.get("link_error")):
+            for step in steps:
+                step.link_error(errback)
+    return steps
 
 
 def _attach(steps: list[Signature], options: dict[str, Any]) -> None:
@@ -162,11 +180,15 @@ def _attach(steps: list[Signature], options: dict[str, Any]) -> None:
     if task_id:
         last.set(task_id=task_id)
     for key in ("group_id", "group_index", "chord"):
-        if options.get(key) is not None:
-            if isinstance(last, group):
-                raise RefusedFeature("a chain that ends in a group cannot be part of a group or chord; end it "
-                                     "with a task (chain(..., group(...), collect.s()))")
-            last.set(**{key: options.pop(key)})
+        if options.get(key) is None:
+            continue
+        value = options.pop(key)
+        if isinstance(last, group):
+            if key == "chord":
+                raise RefusedFeature("a chain that ends in a group cannot be in a chord's header; end it with "
+                                     "a task (chain(..., group(...), collect.s()))")
+            continue  # a member of a plain group: the group's result holds the inner group's result itself
+        last.set(**{key: value})
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -189,7 +211,8 @@ class group(Canvas):
     def __init__(self, *tasks: Any, app: AppPort | None = None, **options: Any) -> None:
         members: list[Signature] = []
         for task in tasks_of(tasks):
-            sig = maybe_signature(task, app=app)
+            # a task itself is its signature with no arguments, as Celery's group reads it (signature(task))
+            sig = maybe_signature(task, app=app) if isinstance(task, Mapping) else signature(task, app=app)
             members.extend(sig.tasks if isinstance(sig, group) else [sig])
         Signature.__init__(self, "celery.group", (), {"tasks": [dict(s) for s in members]}, options,
                            subtask_type="group", app=app)
@@ -217,8 +240,9 @@ class group(Canvas):
             body = maybe_signature(later[-1], app=self.bound_app)
             return _chord(self, body, app=self.bound_app).apply_async(args, kwargs, chain=later[:-1] or None, **options)
         if _as_list(options.get("link")) or _as_list(self.options.get("link")):
-            raise RefusedFeature("group.link() is refused: a callback of a group would run after each task; "
-                                 "to run a task once all are done, use a chord: chord(group, callback)")
+            raise RefusedFeature("group.link() is refused: Celery links it to the group's first task only, so it "
+                                 "runs when that one ends, before the others and even if they fail; to run a task "
+                                 "once all are done, use a chord: chord(group, callback)")
         group_id = str(options.pop("task_id", None) or self.id or new_id())
         results = [task.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index})
                    for index, task in enumerate(self.tasks)]

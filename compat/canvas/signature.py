@@ -20,6 +20,7 @@ from jobbridge.envelope import new_id
 from ..ports import AppPort, TaskPort
 from ..results.asyncresult import AsyncResult
 from ..shared import get_current_app
+from .stamping import refuse
 
 #: subtask_type -> the Signature subclass of that canvas primitive (filled by the module defining each)
 TYPES: dict[str, type[Signature]] = {}
@@ -213,6 +214,13 @@ class Signature(dict[str, Any]):
     def on_error(self, errback: Any) -> Signature:
         self.link_error(errback)
         return self
+
+    def stamp(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
+        """Refused (compat/canvas/stamping.py): the values go in ``headers=`` instead."""
+        raise refuse(f"{type(self).__name__}.stamp()")
+
+    def stamp_links(self, visitor: Any = None, append_stamps: bool = False, **headers: Any) -> None:
+        raise refuse(f"{type(self).__name__}.stamp_links()")
 
     def __or__(self, other: Any) -> Any:
         # chain and group are Signatures built on this class, so this module cannot import them first:

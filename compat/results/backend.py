@@ -70,6 +70,12 @@ class ResultBackend:
             raise ResultsNotEnabled(f"{what}: the result store could not be opened")
         return store
 
+    def ensure_chords_allowed(self) -> None:
+        """Celery's check before a chord: NotImplementedError, as Celery raises it, without a result backend."""
+        if not self.enabled:
+            raise NotImplementedError(f"a chord (and a group chained with a task, which is one) needs a result "
+                                      f"backend, and this app has none: {_SET_IT}")
+
     @property
     def ttl(self) -> float:
         return float(self.bridge.settings.result_ttl)

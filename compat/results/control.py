@@ -1,4 +1,4 @@
-"""``app.control``: revoking tasks, durably. The rest of Celery's remote control is refused.
+"""``app.control``: revoking tasks, durably, and ping from the heartbeats; the rest of remote control is refused.
 
 ``app.control.revoke(id_or_ids, terminate=False)`` is ``bridge.cancel``: the ids are
 written to the result store, which every worker reads before it runs a task (and
@@ -17,10 +17,12 @@ from typing import Any
 
 from ..exceptions import RefusedFeature, ResultsNotEnabled
 from ..ports import AppPort
+from . import liveness
 
-_NO_REMOTE = ("jobbridge has no remote control: workers take no broadcast commands (inspect, ping, "
-              "rate_limit, add_consumer, shutdown, ...). Watch workers with jobbridge status; stop one with "
-              "SIGTERM; revoke tasks with app.control.revoke(id)")
+_NO_REMOTE = ("jobbridge has no remote control: workers take no broadcast commands (rate_limit, "
+              "add_consumer, shutdown, ...). Watch workers with jobbridge status; stop one with SIGTERM; revoke "
+              "tasks with app.control.revoke(id); ping() and inspect().ping() are answered from the workers' "
+              "heartbeats")
 
 
 class Control:
@@ -49,6 +51,16 @@ class Control:
                   **kwargs: Any) -> None:
         """``revoke(task_id, terminate=True)``."""
         self.revoke(task_id, destination=destination, terminate=True, signal=signal)
+
+    def ping(self, destination: Sequence[str] | None = None, timeout: float = 1.0,
+             **kwargs: Any) -> list[dict[str, dict[str, str]]]:
+        """The live workers, from their heartbeats (compat/results/liveness.py): ``[{name: {"ok": "pong"}}]``."""
+        return liveness.ping(self.app, destination)
+
+    def inspect(self, destination: Sequence[str] | None = None, timeout: float = 1.0,
+                **kwargs: Any) -> liveness.Inspect:
+        """``ping()`` from the heartbeats; the other inspections are refused, naming what to use."""
+        return liveness.Inspect(self.app, destination, timeout)
 
     def revoke_by_stamped_headers(self, *args: Any, **kwargs: Any) -> None:
         raise RefusedFeature("revoke_by_stamped_headers() is refused: stamping is not provided; revoke by "

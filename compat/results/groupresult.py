@@ -226,6 +226,11 @@ def results_of(ids: Sequence[str], app: AppPort) -> list[AsyncResult]:
     return [AsyncResult(i, app=app) for i in ids]
 
 
+def as_stored(value: Any) -> Any:
+    """What a task returned, as Celery's backend stores it: a result as its ``as_tuple()``, else as it is."""
+    return value.as_tuple() if isinstance(value, AsyncResult | GroupResult) else value
+
+
 def result_from_tuple(value: Any, app: AppPort | None = None) -> Any:
     """An ``as_tuple()`` back as a result (Celery's ``result_from_tuple``)."""
     (rid, parent), nodes = value
@@ -235,4 +240,4 @@ def result_from_tuple(value: Any, app: AppPort | None = None) -> Any:
     return AsyncResult(rid, app=app, parent=result_from_tuple(parent, app) if parent else None)
 
 
-__all__ = ["GroupResult", "ResultSet", "result_from_tuple", "results_of"]
+__all__ = ["GroupResult", "ResultSet", "as_stored", "result_from_tuple", "results_of"]

@@ -19,6 +19,7 @@ from typing import Any
 from jobbridge.results import ResultRecord
 
 from ..exceptions import CeleryError
+from .serialization import UnpickleableExceptionWrapper
 
 _lock = threading.Lock()
 _stand_ins: dict[str, type[RemoteTaskError]] = {}
@@ -83,7 +84,15 @@ def exception_of(record: ResultRecord) -> BaseException:
                 return cls(*args)
             except Exception:  # a constructor that wants other arguments
                 pass
+        return _wrapped(cls, message)
     return stand_in(exc_type or "builtins.Exception", message)
+
+
+def _wrapped(cls: type[BaseException], message: str) -> UnpickleableExceptionWrapper:
+    """What Celery's worker stores for an exception that cannot be rebuilt from its arguments."""
+    args = _several(message) or ((message,) if message else ())
+    text = f"{cls.__qualname__}({', '.join(repr(arg) for arg in args)})"
+    return UnpickleableExceptionWrapper(cls.__module__, cls.__qualname__, args, text)
 
 
 def _several(message: str) -> tuple[Any, ...] | None:

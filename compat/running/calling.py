@@ -42,7 +42,12 @@ _ACCEPTED = frozenset({"countdown", "eta", "expires", "queue", "task_id", "heade
                        "serializer", "compression", "priority", "link", "link_error", "shadow",
                        "connection", "producer", "publisher", "chain", "chord", "group_id",
                        "group_index", "stamped_headers", "declare", "expiration",
-                       "transaction"})  # jobbridge's own: the message is stored only if this commits
+                       "transaction",  # jobbridge's own: the message is stored only if this commits
+                       "throw",  # apply()'s, under task_always_eager; a sent task has no use for it
+                       *("app_id", "user_id")})
+#: the message properties a caller may set (``apply_async(app_id=...)``): the task reads them in
+#: ``self.request.properties``, as Celery passes them to the broker as the message's properties
+MESSAGE_PROPERTIES = ("app_id", "user_id")
 _ONLY_NONE = {
     "priority": "jobbridge orders work by queue, not by message priority: route urgent tasks to a queue "
                 "the worker lists first (queue='high', and jobbridge worker -Q high,celery)",
@@ -50,7 +55,8 @@ _ONLY_NONE = {
     "connection": "the app's jobbridge connection is used", "producer": "the app's jobbridge connection is used",
     "publisher": "the app's jobbridge connection is used",
     "compression": "payloads are stored uncompressed",
-    "stamped_headers": "stamping is not provided",
+    "stamped_headers": "stamping is not provided: pass the values as headers (apply_async(headers={...})), "
+                       "which the task reads in self.request.headers",
 }
 
 
@@ -182,7 +188,7 @@ def publish(app: AppPort, name: str, args: Sequence[Any] | None, kwargs: Mapping
     msg = prepare(app, name, args, kwargs, options, task)
     headers, body, queue = msg.headers, msg.body, msg.queue
     properties = {"correlation_id": msg.task_id, "reply_to": options.get("reply_to"), "delivery_mode": 2,
-                  "priority": None}
+                  "priority": None, **(headers.get("properties") or {})}
     signals.before_task_publish.send(sender=name, body=body, exchange="", routing_key=queue, headers=headers,
                                      properties=properties, declare=[], retry_policy=options.get("retry_policy"))
     app.jobbridge_app().push([msg.envelope(message_id)], transaction=options.get("transaction"))
@@ -222,6 +228,9 @@ def _headers(name: str, task_id: str, options: Mapping[str, Any], eta: datetime 
         "ignore_result": (bool(options["ignore_result"]) if options.get("ignore_result") is not None
                           else ignores_result(task) if task is not None else None),
     }
+    properties = {key: options[key] for key in MESSAGE_PROPERTIES if options.get(key) is not None}
+    if properties:
+        headers["properties"] = properties
     return headers
 
 
@@ -244,5 +253,5 @@ def warn_eager_send_task(name: str) -> None:
                   AlwaysEagerIgnored, stacklevel=3)
 
 
-__all__ = ["FOREVER_TRIES", "NO_TIME_LIMIT", "Prepared", "check_options", "custom_headers", "prepare", "publish",
-           "workflow", "zone"]
+__all__ = ["FOREVER_TRIES", "MESSAGE_PROPERTIES", "NO_TIME_LIMIT", "Prepared", "check_options", "custom_headers",
+           "prepare", "publish", "workflow", "zone"]

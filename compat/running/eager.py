@@ -17,6 +17,7 @@ from .. import states
 from ..canvas.chords import chord
 from ..canvas.primitives import chain, group
 from ..canvas.signature import Signature, maybe_signature
+from ..exceptions import ImproperlyConfigured
 from ..ports import TaskPort
 from ..request import Request
 from . import calling, flow
@@ -47,6 +48,8 @@ def replace(task: TaskPort, sig: Any) -> Any:
     """``self.replace(sig)``: ``sig`` takes this task's id and what follows it; this run ends (Ignore)."""
     request = task.request
     replacement = maybe_signature(sig, app=task.app).clone()
+    if isinstance(replacement, chain) and not replacement.tasks:
+        raise ImproperlyConfigured("Cannot replace with an empty chain")  # Celery's words, checked first
     if request.is_eager or request.called_directly:
         return replacement.apply().get()
     if isinstance(replacement, group):  # as in Celery: a chord whose body gives back the group's results
@@ -55,9 +58,13 @@ def replace(task: TaskPort, sig: Any) -> Any:
                             app=task.app)
     if isinstance(replacement, chain) and len(replacement.tasks) == 1:
         replacement = replacement.tasks[0]
-    carried = {"link": request.callbacks, "link_error": request.errbacks, "chain": request.chain,
-               "chord": request.chord, "group_id": request.group, "group_index": request.group_index,
-               "root_id": request.root_id, "parent_id": request.parent_id}
+    # this task's callbacks and errbacks join the replacement's own (Celery links each onto it)
+    for callback in request.callbacks or ():
+        replacement.link(callback)
+    for errback in request.errbacks or ():
+        replacement.link_error(errback)
+    carried = {"chain": request.chain, "chord": request.chord, "group_id": request.group,
+               "group_index": request.group_index, "root_id": request.root_id, "parent_id": request.parent_id}
     carried = {k: v for k, v in carried.items() if v is not None}
     if isinstance(replacement, chain | chord):  # its last step is published later, under this task's id
         replacement.apply_async(task_id=request.id, **carried)

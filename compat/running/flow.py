@@ -83,7 +83,9 @@ def chain_failed(app: AppPort, request: Request, exc: BaseException, traceback: 
     if not app.backend.enabled:
         return  # nothing can be stored, and nothing reads a result
     traceback = traceback.rstrip() if traceback else traceback  # as the core stores the failed task's own
-    for step in request.chain or []:
+    # nearest step first, the chain's last (its result) last: a reader woken by that one finds every
+    # step between already failed (the message carries the steps last first)
+    for step in reversed(list(request.chain or [])):
         sig = maybe_signature(step, app=app)
         for task_id, name in _result_ids(sig):
             _write_failure(app, task_id, name, exc, traceback)

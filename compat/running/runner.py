@@ -40,8 +40,9 @@ from .. import codec, signals, states
 from ..exceptions import ChordError, Ignore, Reject, Retry, TimeLimitExceeded
 from ..ports import TaskPort
 from ..request import WORKFLOW_HEADERS, Request, custom_headers
+from ..results.groupresult import as_stored
 from ..results.remote import qualified
-from . import flow, recording
+from . import flow, recording, trace_log
 from .calling import FOREVER_TRIES, NO_TIME_LIMIT, tries_for
 from .softlimit import soft_limit
 from .tracing import ExceptionInfo, Traced, on_failure, trace
@@ -186,7 +187,8 @@ def worker_request(task: TaskPort, ctx: JobContext, args: list[Any], kwargs: dic
         root_id=headers.get("root_id"), parent_id=headers.get("parent_id"), origin=headers.get("origin"),
         ignore_result=_ignores(task, headers.get("ignore_result")), correlation_id=headers.get("id") or ctx.id,
         delivery_info={"exchange": "", "routing_key": ctx.queue, "priority": None, "redelivered": ctx.attempt > 1},
-        properties={"correlation_id": headers.get("id") or ctx.id, "delivery_mode": 2},
+        properties={"correlation_id": headers.get("id") or ctx.id, "delivery_mode": 2,
+                    **(headers.get("properties") or {})},
         argsrepr=headers.get("argsrepr"), kwargsrepr=headers.get("kwargsrepr"),
         max_attempts=ctx.max_attempts, attempt=ctx.attempt, connection=ctx.connection,
         **{key: headers.get(key) for key in WORKFLOW_HEADERS},
@@ -210,6 +212,7 @@ def _ignores(task: TaskPort, said: Any) -> bool:
 def run(task: TaskPort, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Any:
     """One attempt of a task in a worker: its return value, or it raises what the worker should do."""
     request = worker_request(task, ctx, args, kwargs)
+    trace_log.received(request)
     skipped = recording.skip(task, ctx, request)
     if skipped is not None:
         raise AcknowledgeJob(skipped)
@@ -222,9 +225,10 @@ def run(task: TaskPort, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]
 
 def _conclude(task: TaskPort, ctx: JobContext, request: Request, traced: Traced) -> Any:
     if traced.state == states.SUCCESS:
-        flow.succeeded(task, request, traced.retval)
-        recording.keep(task, ctx, request, states.SUCCESS, result=traced.retval)
-        return traced.retval
+        value = as_stored(traced.retval)  # a returned AsyncResult is kept as its as_tuple(), as Celery keeps it
+        flow.succeeded(task, request, value)
+        recording.keep(task, ctx, request, states.SUCCESS, result=value)
+        return value
     if traced.state == states.IGNORED:
         if request.chord and not isinstance(traced.exc, Replaced):
             flow.chord_failed(task.app, request, ChordError(f"header task {request.id} raised Ignore, so it "
@@ -263,6 +267,8 @@ def _retry(task: TaskPort, ctx: JobContext, request: Request, retry: Retry) -> N
     delay = retry_delay(task, retry.when)
     if retry.resend is None and ctx.attempt < ctx.max_attempts:
         retry.delay = delay
+        if retry.exc is not None:  # the RETRY result holds the task's exception, as Celery's mark_as_retry
+            retry.__cause__, retry.stands_for_cause = retry.exc, True
         raise retry
     send_retry(task, request, retry)
     if not request.ignore_result:

@@ -29,6 +29,7 @@ from ..exceptions import Ignore, Reject, Retry, TaskPredicate
 from ..ports import TaskPort
 from ..request import Request, task_stack
 from ..results.backend import keep_call
+from . import trace_log
 
 log = logging.getLogger("jobbridge.compat.task")
 
@@ -119,10 +120,10 @@ def _run(task: TaskPort, request: Request, args: list[Any], kwargs: dict[str, An
     try:
         task.before_start(request.id, args, kwargs)
         retval = _call(task, args, kwargs)
-    except Reject as exc:
-        return Traced(states.REJECTED, exc, exc, ExceptionInfo(exc, internal=True))
-    except Ignore as exc:
-        return Traced(states.IGNORED, exc, exc, ExceptionInfo(exc, internal=True))
+    except (Reject, Ignore) as exc:
+        einfo = ExceptionInfo(exc, internal=True)
+        trace_log.failed(task, request, exc, einfo.traceback)
+        return Traced(states.REJECTED if isinstance(exc, Reject) else states.IGNORED, exc, exc, einfo)
     except Retry as exc:
         return on_retry(task, request, exc)
     except Exception as exc:
@@ -130,6 +131,7 @@ def _run(task: TaskPort, request: Request, args: list[Any], kwargs: dict[str, An
     runtime = time.monotonic() - started
     _hook(eager, task.on_success, retval, request.id, args, kwargs)
     signals.task_success.send(sender=task, result=retval, runtime=runtime)
+    trace_log.succeeded(request, retval, runtime)
     return Traced(states.SUCCESS, retval, runtime=runtime)
 
 
@@ -137,7 +139,7 @@ def on_retry(task: TaskPort, request: Request, exc: Retry) -> Traced:
     einfo = ExceptionInfo(exc)
     _hook(False, task.on_retry, exc.exc, request.id, request.args, request.kwargs, einfo)
     signals.task_retry.send(sender=task, request=request, reason=exc, einfo=einfo)
-    log.info("Task %s[%s] retry: %s", task.name, request.id, exc)
+    trace_log.retried(request, exc)
     return Traced(states.RETRY, exc, exc, einfo)
 
 
@@ -146,7 +148,7 @@ def on_failure(task: TaskPort, request: Request, exc: BaseException) -> Traced:
     _hook(False, task.on_failure, exc, request.id, request.args, request.kwargs, einfo)
     signals.task_failure.send(sender=task, task_id=request.id, exception=exc, args=request.args,
                               kwargs=request.kwargs, traceback=exc.__traceback__, einfo=einfo)
-    log.error("Task %s[%s] raised unexpected: %r", task.name, request.id, exc, exc_info=exc)
+    trace_log.failed(task, request, exc, einfo.traceback)
     return Traced(states.FAILURE, exc, exc, einfo)
 
 

@@ -16,7 +16,8 @@ and ``test_canvas.py`` that passes today; the test asserts that none of it
 regresses and writes every test's outcome to ``REPORT``.
 
 The representative run (``test_tasks.py`` and ``test_canvas.py`` whole, about
-200 tests, each capped at 20 s), run by hand and reported in the issue::
+200 tests, each capped at 20 s, test_retry at 45 s; about 25 minutes), run by hand and
+reported in docs/compat.md (Celery's integration suite)::
 
     .venv/bin/python -m tests.compat.test_celery_integration_suite
 
@@ -48,12 +49,13 @@ FULL_REPORT = SRV / "celery-integration-full.json"
 REPRESENTATIVE = ("t/integration/test_tasks.py", "t/integration/test_canvas.py")
 
 #: tests of Celery's suite that pass on jobbridge today (calling, results, retries, revokes, replace,
-#: link_error), no teardown error among them, in under a minute
+#: link_error, canvas), no teardown error among them, in about a minute. Not here though passing:
+#: test_multithread_producer, whose own 10 s wait for its results a loaded machine can outlast (the
+#: representative run has it)
 SUBSET = tuple(f"t/integration/{test}" for test in (
     "test_tasks.py::test_class_based_tasks::test_class_based_task_retried",
     "test_tasks.py::test_tasks::test_simple_call",
     "test_tasks.py::test_tasks::test_basic_task",
-    "test_tasks.py::test_tasks::test_multithread_producer",
     "test_tasks.py::test_tasks::test_ignore_result",
     "test_tasks.py::test_tasks::test_pydantic_annotations",
     "test_tasks.py::test_tasks::test_expired",
@@ -69,23 +71,54 @@ SUBSET = tuple(f"t/integration/{test}" for test in (
     "test_tasks.py::test_task_replacement::test_replaced_task_nesting_chain",
     "test_canvas.py::test_link_error::test_link_error_eager",
     "test_canvas.py::test_link_error::test_link_error_callback_error_callback_retries_eager",
+    # what the full run of Celery's suite found (tests/compat/test_suite_findings.py and
+    # test_canvas_suite_findings.py): message properties, unpickleable exceptions, the trace log,
+    # ping, and the canvas cases
+    "test_tasks.py::test_tasks::test_properties",
+    "test_tasks.py::test_tasks::test_fail_with_unpickleable_exception",
+    "test_tasks.py::test_trace_log_arguments::test_task_success",
+    "test_tasks.py::test_trace_log_arguments::test_task_failed",
+    "test_canvas.py::test_chain::test_chain_of_task_a_group_and_a_chord",
+    "test_canvas.py::test_chain::test_replace_chain_with_empty_chain",
+    "test_canvas.py::test_chain::test_group_result_not_has_cache",
+    "test_canvas.py::test_chain::test_freezing_chain_sets_id_of_last_task",
+    "test_canvas.py::test_chain::test_parent_ids",
+    "test_canvas.py::test_chain::test_chain_flattening_keep_links_of_inner_chain",
+    "test_canvas.py::test_chain::test_group_in_center_of_chain",
+    "test_canvas.py::test_result_set::test_result_set",
 ))
 
 
-def run_suite(tests: tuple[str, ...], xml: Path, timeout: float, db: int) -> subprocess.CompletedProcess[str]:
-    """pytest on ``tests`` of Celery's sdist, against a jobbridge worker; outcomes in the junit ``xml``."""
+def run_suite(tests: tuple[str, ...], xml: Path, timeout: float, db: int,
+              log: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """pytest on ``tests`` of Celery's sdist, against a jobbridge worker; outcomes in the junit ``xml``.
+
+    Every test's call ends within its cap (celery_standins.py: 20 s, 45 s for test_retry; a test of
+    subtests included), its teardown within 5 s more, and the run within ``timeout``. With ``log``,
+    pytest's output goes there as it runs (one line a test), to follow a long run.
+    """
     import redis
 
     url = ensure_redis().rsplit("/", 1)[0] + f"/{db}"
     client = redis.Redis.from_url(url)
-    client.flushdb()  # db 13 belongs to this run, and the suite's own tasks use Redis keys of their own
+    client.flushdb()  # this db belongs to this run, and the suite's own tasks use Redis keys of their own
     client.close()
+    # WORKER_LOGLEVEL: read by start_worker (Celery's and the facade's alike) for a test app with logging
+    # enabled, as the suite's is; at Celery's default ("error") its two trace-log tests see no INFO record
     env = shim_env(TEST_BROKER=url, TEST_BACKEND=url, REDIS_HOST="127.0.0.1", REDIS_PORT="6379",
-                   CELERY_SUITE_TEST_TIMEOUT="20")
+                   CELERY_SUITE_TEST_TIMEOUT="20", WORKER_LOGLEVEL="info")
     args = [sys.executable, "-m", "pytest", "-p", "celery_standins", "-p", "celery.contrib.pytest",
-            "-p", "no:cacheprovider", "-p", "no:django", "-q", "-rfE", "--timeout", "20",
+            "-p", "no:cacheprovider", "-p", "no:django", "-p", "no:timeout", "-v" if log else "-q", "-rfE",
+            # no source excerpts in failure reports: their ast.parse in this thread, while the worker thread
+            # formats a traceback (Python 3.11's traceback parses for its carets), can race in CPython 3.11
+            # ("SystemError: AST constructor recursion depth mismatch", an INTERNALERROR that ends the run)
+            "--tb=line",
             f"--junitxml={xml}", *tests]
-    return subprocess.run(args, cwd=celery_source(), env=env, capture_output=True, text=True, timeout=timeout)
+    if log is None:
+        return subprocess.run(args, cwd=celery_source(), env=env, capture_output=True, text=True, timeout=timeout)
+    with log.open("w") as out:
+        return subprocess.run(args, cwd=celery_source(), env=env, stdout=out, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
 
 
 def node_id(classname: str, name: str) -> str:
@@ -133,8 +166,12 @@ def test_a_chosen_part_of_celerys_integration_suite_passes(tmp_path: Path) -> No
 
 def main() -> None:
     """The representative run: every test of `REPRESENTATIVE`, counts per file, failures with their reasons."""
-    xml = SRV / "celery-integration-full.xml"
-    run_suite(REPRESENTATIVE, xml, timeout=7200, db=FULL_DB)
+    xml, log = SRV / "celery-integration-full.xml", SRV / "celery-integration-full.log"
+    print(f"running {' '.join(REPRESENTATIVE)}; pytest's output: {log}", flush=True)
+    xml.unlink(missing_ok=True)
+    run_suite(REPRESENTATIVE, xml, timeout=7200, db=FULL_DB, log=log)
+    if not xml.exists():
+        raise SystemExit(f"pytest wrote no report: the run did not finish; its output is in {log}")
     found = outcomes(xml)
     FULL_REPORT.write_text(json.dumps(found, indent=1, sort_keys=True))
     for path, counts in sorted(per_file(found).items()):

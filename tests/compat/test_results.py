@@ -25,8 +25,10 @@ from jobbridge.compat import (
     states,
 )
 from jobbridge.compat.config.backends import NEVER, results_url, ttl
-from jobbridge.compat.results.remote import RemoteTaskError
+from jobbridge.compat.results.remote import RemoteTaskError, exception_of
+from jobbridge.compat.results.serialization import UnpickleableExceptionWrapper
 
+from jobbridge.results.base import ResultRecord
 from jobbridge.testing import FixedClock
 
 
@@ -93,7 +95,8 @@ def test_a_failure_is_raised_again_with_the_tasks_own_type(app: Celery) -> None:
     assert "PaymentDeclined: card declined for 12" in failed[0].error
 
 
-def test_a_type_that_cannot_be_built_again_gets_a_stand_in_naming_it(app: Celery) -> None:
+def test_a_type_that_cannot_be_built_again_comes_back_wrapped_as_celery_stores_it(app: Celery) -> None:
+    """Celery 5.5's worker stores an exception that fails a pickle round trip as UnpickleableExceptionWrapper."""
     @app.task
     def strict() -> None:
         raise NeedsKeyword(code=7)
@@ -104,13 +107,22 @@ def test_a_type_that_cannot_be_built_again_gets_a_stand_in_naming_it(app: Celery
 
     result, built = strict.delay(), two.delay()
     run(app)
-    with pytest.raises(RemoteTaskError) as caught:
+    with pytest.raises(UnpickleableExceptionWrapper) as caught:
         result.get()
-    assert type(caught.value).__name__ == "NeedsKeyword"
-    assert f"{__name__}.NeedsKeyword" in str(caught.value) and "code 7" in str(caught.value)
+    wrapper = caught.value
+    assert (wrapper.exc_module, wrapper.exc_cls_name, wrapper.exc_args) == (__name__, "NeedsKeyword", ("code 7",))
+    assert str(wrapper) == "NeedsKeyword('code 7')" and result.state == states.FAILURE
+    assert type(wrapper.restore()).__name__ == "NeedsKeyword" and wrapper.restore().args == ("code 7",)
     with pytest.raises(NeedsTwo) as again:  # several arguments: built again from them, as Celery keeps them
         built.get()
     assert again.value.args == (7, "seven")
+
+
+def test_a_type_this_process_cannot_import_gets_a_stand_in_naming_it() -> None:
+    record = ResultRecord(id="x", state=states.FAILURE, error="Gone: code 7", exception_type="proj.nowhere.Gone")
+    found = exception_of(record)
+    assert isinstance(found, RemoteTaskError) and type(found).__name__ == "Gone"
+    assert "proj.nowhere.Gone" in str(found) and "code 7" in str(found)
 
 
 def test_get_raises_the_timeout_error_and_never_hangs(app: Celery) -> None:

@@ -92,6 +92,8 @@ def test_terminate_and_the_rest_of_remote_control(app: Celery) -> None:
     app.jobbridge_app().run_pending()
     assert result.state == states.REVOKED
     with pytest.raises(RefusedFeature, match="no remote control"):
-        app.control.inspect()
+        app.control.broadcast("shutdown")
+    with pytest.raises(RefusedFeature, match=r"inspect\(\)\.active\(\) is not available.*jobbridge status"):
+        app.control.inspect().active()
     with pytest.raises(RefusedFeature, match="every worker sees it"):
         app.control.revoke(result.id, destination=["worker1@host"])

@@ -202,7 +202,10 @@ while time.monotonic() < end:
 def test_a_mixed_fleet_runs_every_task_and_a_killed_worker_loses_none(
         tmp_path: Path, broker: redis.Redis, celery_bin: Path) -> None:
     vt = {"WIRE_VT": "4"}  # kombu's visibility timeout on both sides: a dead worker's task is back within it
-    fleet = [celery_worker(tmp_path, celery_bin, **vt), jobbridge_worker(tmp_path, **vt)]
+    # tasks that take a little while, and Celery prefetching one: otherwise Celery's BRPOP, served the moment
+    # a task is pushed, takes every one while the jobbridge worker polls between them
+    busy = {**vt, "WIRE_MARK_SECONDS": "0.05", "WIRE_PREFETCH": "1"}
+    fleet = [celery_worker(tmp_path, celery_bin, **busy), jobbridge_worker(tmp_path, **busy)]
     sides = ((celery_bin / "python", "celery"), (Path(sys.executable), "jobbridge"))
     producers = [subprocess.Popen([str(python), "-c", PRODUCER, side, str(FLEET_SECONDS)], cwd=ROOT,
                                   env=_env(side, **vt)) for python, side in sides]

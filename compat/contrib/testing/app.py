@@ -8,6 +8,7 @@ the process's current app back afterwards, so one test's app never leaks into th
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
@@ -30,6 +31,10 @@ DEFAULT_TEST_CONFIG: dict[str, Any] = {
 }
 
 
+#: the test apps made with ``enable_logging=True``: their test worker sets the root logger's level
+LOGGING_APPS: weakref.WeakSet[Celery] = weakref.WeakSet()
+
+
 class Trap:
     """Stands for the current app when a test asks for the trap: any use of it fails the test."""
 
@@ -44,8 +49,10 @@ def TestApp(name: str | None = None, config: Mapping[str, Any] | None = None,
             backend: str | None = None, broker: str | None = None, **kwargs: Any) -> Celery:
     """A Celery app for a test: Celery's test defaults, overridden by ``config``, ``broker`` and ``backend``.
 
-    ``enable_logging`` and ``log`` change nothing: the facade never configures logging
-    for an app; a worker thread logs through the test process's logging as it is.
+    ``enable_logging=True`` does what it does in Celery: `start_worker` then sets the root
+    logger's level to its ``loglevel`` (``WORKER_LOGLEVEL``, ``error`` by default), unless
+    the project connected ``setup_logging``; otherwise the worker thread logs through the
+    test process's logging as it is. ``log`` changes nothing.
     """
     settings = {**DEFAULT_TEST_CONFIG, **(config or {})}
     if broker is not None:
@@ -54,6 +61,8 @@ def TestApp(name: str | None = None, config: Mapping[str, Any] | None = None,
         settings.pop("result_backend", None)
     app = Celery(name or "celery.tests", set_as_current=set_as_current, broker=broker, backend=backend, **kwargs)
     app.conf.update(settings)
+    if enable_logging:
+        LOGGING_APPS.add(app)
     return app
 
 
@@ -87,4 +96,4 @@ def setup_default_app(app: Celery, use_trap: bool = False) -> Iterator[None]:
             app.close()
 
 
-__all__ = ["DEFAULT_TEST_CONFIG", "TestApp", "Trap", "set_trap", "setup_default_app"]
+__all__ = ["DEFAULT_TEST_CONFIG", "LOGGING_APPS", "TestApp", "Trap", "set_trap", "setup_default_app"]

@@ -13,6 +13,7 @@ tasks fails at the fixture, not in the middle of a test.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import socket
 import threading
@@ -22,12 +23,14 @@ from typing import Any
 
 from jobbridge import signals as core
 from jobbridge.worker import Worker, WorkerOptions
+from jobbridge.worker_monitor import WorkerMonitor, registry_for
 from jobbridge.worker_process import worked_queues
 
 from ...app import Celery
 from ...exceptions import RefusedFeature
-from ...signals import Signal
+from ...signals import Signal, logging_is_configured_by_app
 from . import tasks as tasks
+from .app import LOGGING_APPS
 
 WORKER_LOGLEVEL = os.environ.get("WORKER_LOGLEVEL", "error")
 #: how long the worker thread waits for work before it asks the store again
@@ -92,6 +95,8 @@ def start_worker(app: Celery, concurrency: int = 1, pool: str = "solo", loglevel
                  shutdown_timeout: float = 10.0, **kwargs: Any) -> Iterator[TestWorkController]:
     """Run a worker for ``app`` in a thread while the block runs; it finishes its tasks and stops after."""
     test_worker_starting.send(sender=app)
+    if app in LOGGING_APPS and not logging_is_configured_by_app():  # Celery's app.log.setup(loglevel)
+        logging.getLogger().setLevel(loglevel if isinstance(loglevel, int) else str(loglevel).upper())
     controller = None
     try:
         with _worker_thread(app, concurrency, pool, logfile, shutdown_timeout, **kwargs) as controller:
@@ -113,12 +118,16 @@ def _worker_thread(app: Celery, concurrency: int, pool: str, logfile: str | None
         app.task(name="celery.ping")(tasks.pong)
     worker = Worker(app.jobbridge_app(), _options(app, concurrency, pool, logfile, kwargs))
     controller = TestWorkController(app, worker)
+    # its heartbeats, as a jobbridge worker process beats: app.control.ping() and jobbridge workers list it
+    monitor = WorkerMonitor(worker, registry_for(app.jobbridge_app(), worker.options.connection))
+    monitor.start()
     controller.thread.start()
     controller.ensure_started()
     test_worker_started.send(sender=app, worker=controller, consumer=None)
     try:
         yield controller
     finally:
+        monitor.stop()
         worker.stop()
         controller.thread.join(shutdown_timeout)
         if controller.thread.is_alive():

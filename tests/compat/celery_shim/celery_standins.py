@@ -2,14 +2,13 @@
 
 Celery's ``t/integration`` modules import, at the top, names the facade does not
 provide under ``install_as_celery()`` (it refuses them by name): the
-integration-test ``Manager`` (its conftest), ``celery.backends.base``,
-``celery.canvas.StampingVisitor``, ``celery.utils.serialization`` and
+integration-test ``Manager`` (its conftest), ``celery.backends.base`` and
 ``celery.worker.state``. Any one of them stops a whole file from being collected,
 so nothing of it would be measured. This plugin, loaded only for that run
 (tests/compat/test_celery_integration_suite.py), puts small stand-ins in their
 place so that each *test* is judged on its own: the stand-ins that are pure test
 helpers (``Manager.join``, ``wait_until_idle``, ``wait_for``) work; the ones that
-stand for a Celery feature (stamping, worker state, remote inspection, the
+stand for a Celery feature (worker state, remote inspection, the
 key-value backend base class) only let the import succeed, so a test that uses the
 feature fails on its own, with the facade's own refusal where there is one. None
 of this is Celery's code, and none of it ships with jobbridge: every stand-in is a
@@ -20,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 import time
 import types
@@ -30,11 +30,13 @@ from typing import Any
 STOOD_IN = (
     "celery.contrib.testing.manager.Manager",
     "celery.backends.base.BaseKeyValueStoreBackend",
-    "celery.canvas.StampingVisitor",
-    "celery.utils.serialization.UnpickleableExceptionWrapper",
     "celery.worker.state",
     "start_worker(pool='prefork') run as pool='threads'",
 )
+
+
+#: how long a test's teardown waits for the tasks it left running (well under a test's `TEST_TIMEOUT`)
+IDLE_WAIT = 5.0
 
 
 class Sentinel(Exception):
@@ -45,8 +47,9 @@ class Manager:
     """The integration suite's ``manager`` fixture: the test app and a few waiting helpers.
 
     Remote inspection (``inspect``, ``assert_accepted``, ...) is Celery's broadcast
-    control, which the facade refuses; the stand-in passes the call on to
-    ``app.control.inspect`` so the test meets that refusal.
+    control: the stand-in passes the call on to ``app.control.inspect``, whose
+    ``ping()`` the facade answers from the workers' heartbeats and whose other
+    inspections it refuses, so a test meets that answer or that refusal.
     """
 
     def __init__(self, app: Any, **kwargs: Any) -> None:
@@ -111,25 +114,23 @@ class Manager:
         return self.inspect().active()
 
     def wait_until_idle(self) -> None:
-        """Wait until nothing is waiting or running on the app's store (Celery asks the workers instead)."""
+        """Celery's: purge what waits, then wait (here at most `IDLE_WAIT` s) until no task is running.
+
+        Celery's purge leaves the messages a worker holds for their eta (a retry's countdown);
+        jobbridge keeps those in the store, so they go too: a retry left by one test would
+        otherwise keep every later test's teardown waiting for it.
+        """
         driver = self.app.jobbridge_app().driver()
-        deadline = time.monotonic() + 30
+        driver.purge([count.queue for count in driver.counts()])
+        deadline = time.monotonic() + IDLE_WAIT
         while time.monotonic() < deadline:
-            if not any(count.pending for count in driver.counts()):
+            if not any(count.reserved for count in driver.counts()):
                 return
             time.sleep(0.1)
 
 
 class BaseKeyValueStoreBackend:
     """Celery's key-value result backend base class: the suite only tests ``isinstance(backend, ...)``."""
-
-
-class StampingVisitor:
-    """Celery's stamping visitor: stamping is not provided, so a test that stamps meets the facade's refusal."""
-
-
-class UnpickleableExceptionWrapper(Exception):
-    """Celery's wrapper for an exception that cannot be pickled (the facade stores JSON, never pickles)."""
 
 
 def _module(name: str, **attrs: Any) -> types.ModuleType:
@@ -150,16 +151,11 @@ def _threads_for_prefork(start: Callable[..., Any]) -> Callable[..., Any]:
 
 def install() -> None:
     """Put the stand-ins where the suite imports them, over the facade's refusals (and only those)."""
-    canvas = sys.modules["celery.canvas"]
-    if not hasattr(canvas, "StampingVisitor"):
-        canvas.StampingVisitor = StampingVisitor  # type: ignore[attr-defined]
     sys.modules["celery.contrib.testing.manager"] = _module("celery.contrib.testing.manager", Manager=Manager,
                                                             Sentinel=Sentinel)
     sys.modules["celery.backends"] = _module("celery.backends")
     sys.modules["celery.backends.base"] = _module("celery.backends.base",
                                                   BaseKeyValueStoreBackend=BaseKeyValueStoreBackend)
-    sys.modules["celery.utils.serialization"] = _module(
-        "celery.utils.serialization", UnpickleableExceptionWrapper=UnpickleableExceptionWrapper)
     worker_state = _module("celery.worker.state", active_requests=set(), reserved_requests=set(),
                            total_count={}, revoked=set())
     sys.modules["celery.worker.state"] = worker_state
@@ -177,9 +173,74 @@ install()
 TEST_TIMEOUT = float(os.environ.get("CELERY_SUITE_TEST_TIMEOUT", "20"))
 
 
-def pytest_collection_modifyitems(items: list[Any]) -> None:
-    """Cap each test's pytest-timeout mark at `TEST_TIMEOUT` (the suite marks some tests 300 s)."""
+#: the tests that need longer by design, on Celery too: test_retry waits out two tasks' three 5 s countdowns
+LONGER = {"test_retry": 45.0}
+
+
+class SuiteTimeout(Exception):
+    """A test ran past its cap (its message says which)."""
+
+
+_armed: dict[str, Any] = {"cap": TEST_TIMEOUT, "expired": False}
+
+
+def _cap(item: Any) -> float:
+    _armed["cap"], _armed["expired"] = LONGER.get(item.name, TEST_TIMEOUT), False
+    return float(_armed["cap"])
+
+
+#: pytest's own reporting: an exception raised inside it (its ast.parse of a failure's source, a
+#: subtest's report) would break pytest itself (an INTERNALERROR ends the whole run); the deadline waits
+_REPORTING = ("/_pytest/_code/", "/_pytest/reports.py", "/_pytest/subtests.py", "/_pytest/terminal.py",
+              "/_pytest/junitxml.py", "/ast.py")
+
+
+def _in_reporting(frame: Any) -> bool:
+    while frame is not None:
+        if any(part in frame.f_code.co_filename for part in _REPORTING):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _expired(signum: int, frame: Any) -> None:
+    if _in_reporting(frame):
+        signal.setitimer(signal.ITIMER_REAL, 0.1)  # again once pytest has written its report
+        return
+    _armed["expired"] = True
+    raise SuiteTimeout(f"the test ran past its {_armed['cap']:g} s cap (celery_standins.py)")
+
+
+def _no_subtest_after_the_cap() -> None:
+    """A subtest records the deadline's failure as its own and the test goes on to the next subtest,
+    which waits its own 60 s: so once the cap has passed, entering a subtest ends the test."""
+    from _pytest import subtests
+
+    enter = subtests._SubTestContextManager.__enter__
+
+    def guarded(self: Any) -> None:
+        if _armed["expired"]:
+            raise SuiteTimeout(f"the test ran past its {_armed['cap']:g} s cap (celery_standins.py)")
+        enter(self)
+
+    subtests._SubTestContextManager.__enter__ = guarded  # type: ignore[method-assign]
+
+
+def pytest_configure(config: Any) -> None:
+    """Each test's call runs under a SIGALRM deadline of `_cap` seconds (run with ``-p no:timeout``)."""
     import pytest
 
-    for item in items:
-        item.add_marker(pytest.mark.timeout(TEST_TIMEOUT), append=False)
+    _no_subtest_after_the_cap()
+
+    class Deadline:
+        @pytest.hookimpl(hookwrapper=True)
+        def pytest_runtest_call(self, item: Any) -> Any:
+            previous = signal.signal(signal.SIGALRM, _expired)
+            signal.setitimer(signal.ITIMER_REAL, _cap(item))
+            try:
+                yield
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                signal.signal(signal.SIGALRM, previous)
+
+    config.pluginmanager.register(Deadline(), "celery-suite-deadline")
