@@ -25,7 +25,7 @@ from ..exceptions import ChordError
 from ..ports import AppPort
 from ..results.asyncresult import EagerResult
 from ..results.groupresult import GroupResult
-from .primitives import Canvas, chain, group, tasks_of
+from .primitives import Canvas, chain, group, link_parent, tasks_of
 from .signature import TYPES, Signature, maybe_signature
 
 #: the failure counter's key, beside the join counter's (the header group's id)
@@ -56,7 +56,11 @@ class chord(Canvas):
 
     @property
     def body(self) -> Signature | None:
-        found: Signature | None = maybe_signature(self["kwargs"].get("body"), app=self.bound_app)
+        """The body, one object from its first read: ``chord.body.freeze()`` fixes the chord's id, as in Celery."""
+        stored = self["kwargs"].get("body")
+        found: Signature | None = maybe_signature(stored, app=self.bound_app)
+        if found is not None and found is not stored:
+            self["kwargs"]["body"] = found
         return found
 
     def _set_body(self, body: Signature) -> None:
@@ -106,7 +110,7 @@ class chord(Canvas):
         for index, member in enumerate(members):
             member.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index,
                                                 "chord": dict(body)})
-        body_result.parent = GroupResult(group_id, results, app=self.bound_app)
+        link_parent(body_result, GroupResult(group_id, results, app=self.bound_app))
         return body_result
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
@@ -127,12 +131,16 @@ class chord(Canvas):
 
     def freeze(self, _id: str | None = None, group_id: str | None = None, chord: Any = None,
                root_id: str | None = None, parent_id: str | None = None, group_index: int | None = None) -> Any:
-        """The chord's result is its body's."""
+        """The chord's result is its body's, with the header's `GroupResult` as its parent (as in Celery)."""
         body = self.body
         if body is None:
             raise TypeError("a chord needs a body to be frozen")
+        header = self.header
+        header_result = header.freeze(root_id=root_id)
+        self["kwargs"]["header"] = dict(header)
         result = body.freeze(_id or self.options.get("task_id"), group_id, chord, root_id, parent_id, group_index)
         self._set_body(body)
+        link_parent(result, header_result)
         return result
 
     def link(self, callback: Any) -> Any:

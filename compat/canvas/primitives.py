@@ -121,7 +121,7 @@ class chain(Canvas):
         _attach(steps, options)
         results = [step.freeze() for step in steps]
         for before, after in itertools.pairwise(results):
-            after.parent = before
+            link_parent(after, before)
         later = [*list(options.pop("chain", None) or []), *(dict(s) for s in reversed(steps[1:]))]
         steps[0].apply_async(args, kwargs, chain=later or None, **options)
         return results[-1]
@@ -144,7 +144,11 @@ class chain(Canvas):
         steps = self.tasks
         if not steps:
             raise ValueError("an empty chain has nothing to run")
-        result = steps[-1].freeze(_id, group_id, chord, root_id, parent_id, group_index)
+        results = [step.freeze(root_id=root_id) for step in steps[:-1]]
+        results.append(steps[-1].freeze(_id, group_id, chord, root_id, parent_id, group_index))
+        for before, after in itertools.pairwise(results):
+            link_parent(after, before)
+        result = results[-1]
         self["kwargs"]["tasks"] = [dict(s) for s in steps]
         self.options["task_id"] = result.id  # a chain's id is its last task's, as in Celery
         return result
@@ -189,6 +193,21 @@ def _attach(steps: list[Signature], options: dict[str, Any]) -> None:
                                      "a task (chain(..., group(...), collect.s()))")
             continue  # a member of a plain group: the group's result holds the inner group's result itself
         last.set(**{key: value})
+
+
+def link_parent(result: Any, parent: Any) -> None:
+    """Make ``parent`` the parent of ``result``'s earliest result, as Celery links a chain's and a chord's.
+
+    A chord's result already has its header's `GroupResult` as parent, and a chain's last result its
+    earlier steps: the link goes on the first one without a parent, so ``res.parent.parent...`` walks
+    every step back to the first.
+    """
+    node, seen = result, set[int]()
+    while getattr(node, "parent", None) is not None and id(node) not in seen:
+        seen.add(id(node))
+        node = node.parent
+    if node is not parent and id(node) not in seen:
+        node.parent = parent
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -177,7 +177,7 @@ def rebind(job: type[CeleryJob], task: TaskPort) -> None:
 
 
 def worker_request(task: TaskPort, ctx: JobContext, args: list[Any], kwargs: dict[str, Any]) -> Request:
-    headers = dict(ctx.headers)
+    headers = codec.decode(dict(ctx.headers))  # sent encoded (a signature in it may carry bytes, dates)
     limits = headers.get("timelimit") or [None, None]
     return Request(
         id=headers.get("id") or ctx.id, task=task.name, args=args, kwargs=kwargs,

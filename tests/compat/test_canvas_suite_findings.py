@@ -6,7 +6,9 @@ inner chain keeps its links when it is flattened into another; a group may hold 
 chain that ends in a group; ``self.replace(chain())`` fails with Celery's
 ImproperlyConfigured; a task that returns an AsyncResult stores its ``as_tuple()``;
 ``backend.ensure_chords_allowed()`` is there; ``apply_async(throw=...)`` is
-``apply()``'s under ``task_always_eager``. Tasks run in the test's thread
+``apply()``'s under ``task_always_eager``; a chord's result has its header's GroupResult as
+parent (a chain's parents walk through it); ``chord.body.freeze().id`` is the id the chord's
+errbacks get; an errback carried in a message's headers keeps its bytes. Tasks run in the test's thread
 (``run_pending``) on the memory driver.
 """
 
@@ -16,7 +18,18 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from jobbridge.compat import Celery, ImproperlyConfigured, RefusedFeature, Task, chain, chord, group, states
+from jobbridge.compat import (
+    AsyncResult,
+    Celery,
+    GroupResult,
+    ImproperlyConfigured,
+    RefusedFeature,
+    Task,
+    chain,
+    chord,
+    group,
+    states,
+)
 
 
 @pytest.fixture
@@ -171,3 +184,65 @@ def test_group_link_is_refused_naming_the_chord(app: Celery, tasks: dict[str, An
     linked.link(tasks["record"].si("done"))
     with pytest.raises(RefusedFeature, match=r"first task only.*use a chord: chord\(group, callback\)"):
         linked.delay()
+
+
+def test_a_chords_result_has_its_headers_group_result_as_parent(app: Celery, tasks: dict[str, Any]) -> None:
+    """Celery's chord freeze: the body's earliest result gets the header's GroupResult as its parent."""
+    add, tsum, identity = tasks["add"], tasks["tsum"], tasks["identity"]
+    first = add.si(1, 1)
+    first_id = first.freeze().id
+    res = chain(first, add.si(2, 2), chord(group(add.si(i, i) for i in range(3)), tsum.s() | identity.s()))()
+    header = res.parent.parent
+    assert isinstance(header, GroupResult)
+    assert isinstance(res.parent, AsyncResult) and not isinstance(res.parent, GroupResult)
+    assert header.parent.parent.id == first_id and header.parent.parent.parent is None
+    work(app)
+    assert res.get(timeout=5) == 6
+    assert res.parent.get(timeout=5) == 6 and header.get(timeout=5) == [0, 2, 4]
+    assert header.parent.get(timeout=5) == 4
+
+
+def test_a_chord_applied_alone_has_its_header_as_parent(app: Celery, tasks: dict[str, Any]) -> None:
+    add, tsum = tasks["add"], tasks["tsum"]
+    res = chord([add.si(1, 1), add.si(2, 2)], tsum.s()).apply_async()
+    assert isinstance(res.parent, GroupResult) and res.parent.parent is None
+    work(app)
+    assert res.get(timeout=5) == 6 and res.parent.get(timeout=5) == [2, 4]
+
+
+def test_a_chords_errback_gets_the_id_its_frozen_body_was_given(app: Celery, tasks: dict[str, Any]) -> None:
+    """Celery's suite freezes ``chord.body`` and waits for the errback with that id (a header task failed)."""
+    seen = tasks["seen"]
+
+    @app.task
+    def fail(*_: Any) -> None:
+        raise ValueError("expected")
+
+    c = chord([fail.s()], tasks["identity"].s())
+    c.link_error(tasks["record"].s())
+    body_id = c.body.freeze().id
+    res = c.delay()
+    assert res.id == body_id
+    work(app)
+    assert seen == [body_id]
+    with pytest.raises(ValueError):
+        res.get(timeout=5)
+
+
+def test_an_errback_carried_in_the_message_keeps_its_bytes(app: Celery, tasks: dict[str, Any]) -> None:
+    """The chord's errback travels in the message's headers: its bytes arrive as bytes, as kombu's json sends them."""
+    seen = tasks["seen"]
+
+    @app.task
+    def fail(*_: Any) -> None:
+        raise ValueError("expected")
+
+    @app.task
+    def echo(message: Any, key: str = "echo") -> None:  # two parameters: called in the worker, from the headers
+        seen.append((message, key))
+
+    c = chord([fail.s()], tasks["identity"].s())
+    c.link_error(echo.si(b"echo", key="k"))
+    c.delay()
+    work(app)
+    assert seen == [(b"echo", "k")]
