@@ -21,10 +21,8 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jobbridge.integrations.opentelemetry import JobBridgeInstrumentor
 from tests.integration import telemetry_app
 from tests.integration.reliability_support import REPO
 from tests.integration.test_telemetry_otel import clean_env
@@ -47,22 +45,18 @@ def console_spans(text: str) -> list[dict[str, Any]]:
     return spans
 
 
-def test_opentelemetry_instrument_picks_up_the_jobbridge_instrumentor(tmp_path: Path) -> None:
+def test_opentelemetry_instrument_picks_up_the_jobbridge_instrumentor(
+        tmp_path: Path, instrumented: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    _, exporter = instrumented  # the dispatch's producer span is recorded here, in the test process
     script = Path(sys.executable).with_name("opentelemetry-instrument")
     assert script.exists(), "opentelemetry-instrumentation's console script (the dev extra installs it)"
     broker = f"sqlite:///{tmp_path / 'jobs.sqlite3'}"
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = JobBridgeInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
+    bridge = telemetry_app.make_celery(broker).jobbridge_app()
     try:
-        bridge = telemetry_app.make_celery(broker).jobbridge_app()
         bridge.driver().migrate()
         job_id = bridge.dispatch(telemetry_app.Signup(user="ada"))
-        bridge.close()
     finally:
-        instrumentor.uninstrument()
+        bridge.close()
     (producer,) = [s for s in exporter.get_finished_spans() if s.name == "publish mail"]
 
     done = subprocess.run(

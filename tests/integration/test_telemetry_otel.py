@@ -15,17 +15,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from jobbridge.integrations.opentelemetry import JobBridgeInstrumentor
 from tests.integration import telemetry_app
 from tests.integration.reliability_support import REPO, wait_for
 
@@ -42,17 +39,6 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, "PYTHONUNBUFFERED": "1", **extra}
 
 
-@pytest.fixture
-def instrumented() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor = JobBridgeInstrumentor()
-    instrumentor.instrument(tracer_provider=provider)
-    try:
-        yield provider, exporter
-    finally:
-        instrumentor.uninstrument()
 
 
 def read_spans(path: Path) -> list[dict[str, Any]]:
