@@ -18,7 +18,7 @@ import uuid_utils
 
 from jobbridge import limits
 from jobbridge.errors import PayloadDecodeError, PayloadEncodeError
-from jobbridge.limits import MAX_ATTEMPTS, MAX_NAME_LENGTH, MAX_STORED_ATTEMPTS, MAX_TIME, MAX_TIMEOUT, MAX_TRIES
+from jobbridge.limits import MAX_ATTEMPTS
 
 FORMAT_VERSION = 1
 
@@ -126,7 +126,7 @@ class Envelope:
 
         A worker decodes every job it runs: a body whose every field is already what
         `limits.envelope_fields` would make of it (what dispatch stores) is taken as it is
-        (`_plain`), and only any other goes through the checks that name what is wrong.
+        (`limits.fields_in_range`), and only any other goes through the checks that name what is wrong.
         """
         data = _parse(body)
         version = data.get("v")
@@ -155,9 +155,9 @@ class Envelope:
         range is a `ValueError` naming the field, so that nothing dispatched is
         ever refused as undecodable by the worker that reads it. An envelope whose
         every field already has the type and range `limits` would give it (what
-        dispatch builds) is its own checked form (`_plain`), so it is not copied.
+        dispatch builds) is its own checked form (`limits.fields_in_range`), so it is not copied.
         """
-        if self._in_range or _plain(self):
+        if self._in_range or limits.fields_in_range(self):
             object.__setattr__(self, "_in_range", True)
             return self
         try:
@@ -174,37 +174,15 @@ class Envelope:
         return dataclasses.replace(self, **changes)
 
 
-def _text(value: object) -> bool:
-    return type(value) is str and 0 < len(value) <= MAX_NAME_LENGTH and "\x00" not in value
-
-
-def _time(value: object) -> bool:
-    return type(value) is float and 0.0 <= value <= MAX_TIME
-
-
 def _as_stored(cls: type[Envelope], data: dict[str, Any]) -> Envelope | None:
-    """The envelope of parsed JSON taken as it is, when `_plain` finds nothing to change in it; else None."""
-    get = cast("Callable[[str], Any]", data.get)  # a field that is missing is None, which `_plain` refuses
+    """The envelope of parsed JSON taken as it is, when `limits.fields_in_range` finds nothing to change; else None."""
+    get = cast("Callable[[str], Any]", data.get)  # a missing field is None, which `limits.fields_in_range` refuses
     headers = get("headers")
     env = cls(id=get("id"), name=get("name"), queue=get("queue"), payload=get("payload"), tries=get("tries"),
               timeout=get("timeout"), available_at=get("available_at"), created_at=get("created_at"),
               attempts=data.get("attempts", 0), unique_key=get("unique_key"), unique_for=get("unique_for"),
               headers={} if headers is None else headers, expires_at=get("expires_at"))
-    return env if _plain(env) else None
-
-
-def _plain(env: Envelope) -> bool:
-    """Whether every field already is exactly what `limits.envelope_fields` would make of it: the same type
-    (a float where it makes floats, a dict where it copies a mapping) and within range, so nothing would change."""
-    tries, timeout, attempts, unique_for = env.tries, env.timeout, env.attempts, env.unique_for
-    return (_text(env.id) and _text(env.name) and _text(env.queue) and type(env.payload) is dict
-            and type(env.headers) is dict and type(tries) is int and 1 <= tries <= MAX_TRIES
-            and type(timeout) is float and 0.0 < timeout <= MAX_TIMEOUT
-            and _time(env.available_at) and _time(env.created_at)
-            and type(attempts) is int and 0 <= attempts <= MAX_STORED_ATTEMPTS
-            and (env.unique_key is None or type(env.unique_key) is str)
-            and (unique_for is None or (type(unique_for) is float and 0.0 <= unique_for <= MAX_TIME))
-            and (env.expires_at is None or _time(env.expires_at)))
+    return env if limits.fields_in_range(env) else None
 
 
 @dataclass(frozen=True, slots=True)

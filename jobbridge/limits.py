@@ -144,3 +144,29 @@ def envelope_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         "headers": {} if headers is None else mapping("headers", headers),
         "expires_at": optional_moment("expires_at", data.get("expires_at")),
     }
+
+
+def fields_in_range(env: Any) -> bool:
+    """Whether every field already is exactly what `envelope_fields` would make of it: the same type
+    (a float where it makes floats, a dict where it copies a mapping) and within range, so nothing would change.
+
+    ``env`` is an `Envelope` (or anything with its fields). The same ranges as `envelope_fields`, stated as a
+    test rather than a conversion: the worker decodes every job, and what dispatch stored passes it as it is.
+    """
+    tries, timeout, attempts, unique_for = env.tries, env.timeout, env.attempts, env.unique_for
+    return (_text(env.id) and _text(env.name) and _text(env.queue) and type(env.payload) is dict
+            and type(env.headers) is dict and type(tries) is int and 1 <= tries <= MAX_TRIES
+            and type(timeout) is float and 0.0 < timeout <= MAX_TIMEOUT
+            and _time(env.available_at) and _time(env.created_at)
+            and type(attempts) is int and 0 <= attempts <= MAX_STORED_ATTEMPTS
+            and (env.unique_key is None or type(env.unique_key) is str)
+            and (unique_for is None or (type(unique_for) is float and 0.0 <= unique_for <= MAX_TIME))
+            and (env.expires_at is None or _time(env.expires_at)))
+
+
+def _text(value: object) -> bool:
+    return type(value) is str and 0 < len(value) <= MAX_NAME_LENGTH and "\x00" not in value
+
+
+def _time(value: object) -> bool:
+    return type(value) is float and 0.0 <= value <= MAX_TIME
