@@ -27,7 +27,7 @@ from .config import settings
 from .config.setting_table import EVENT_SETTINGS
 from .exceptions import ImproperlyConfigured, RefusedFeature
 from .ports import AppPort
-from .request import current_task
+from .request import add_child, current_task
 from .results.asyncresult import AsyncResult
 from .results.backend import ResultBackend
 from .results.control import Control
@@ -235,6 +235,11 @@ class Celery:
     def finalize(self, auto: bool = False) -> None:
         self._finalize()
 
+    @property
+    def finalized(self) -> bool:
+        """Whether the app was finalized: its shared tasks made, its modules imported (Celery's flag)."""
+        return self._finalized
+
     def _finalize(self) -> None:
         with self._lock:
             if self._finalized:
@@ -243,6 +248,7 @@ class Celery:
             try:
                 self.conf.check()  # the first use for work: what the settings ask is refused now, or never
                 builtins.register(self)
+                shared.announce_finalized(self)  # the shared tasks made so far (later ones come as made)
                 self.on_configure.send(sender=self)
                 self.on_after_configure.send(sender=self, source=self.conf)
                 for module in (*self.conf["imports"], *self.conf["include"]):
@@ -269,6 +275,8 @@ class Celery:
         task = self._tasks.get(name)
         result = AsyncResult(calling.publish(self, name, args, kwargs, options, task=task), app=self, task_name=name)
         result.ignored = bool(options.get("ignore_result"))  # as Celery's: get() is None at once, nothing is kept
+        if options.get("add_to_parent", True):
+            add_child(result)  # one of the running task's children, as Celery's send_task adds it
         return result
 
     def signature(self, *args: Any, **kwargs: Any) -> Signature:

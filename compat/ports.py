@@ -68,6 +68,18 @@ class BackendPort(Protocol):
 
     def forget_group(self, group_id: str) -> None: ...
 
+    def save_children(self, task_id: str, children: Sequence[Any]) -> None: ...
+
+    def children(self, task_id: str) -> list[Any] | None: ...
+
+    def mark_joined(self, group_id: str, body_id: str | None) -> None: ...
+
+    def joined(self, group_id: str) -> bool: ...
+
+    def mark_sizing(self, group_id: str) -> None: ...
+
+    def sizing(self, group_id: str) -> bool: ...
+
 
 class ControlPort(Protocol):
     """``app.control`` (compat/results/control.py): revoking, which results and result sets offer."""
@@ -84,6 +96,10 @@ class AppPort(Protocol):
 
     @property
     def strict_typing(self) -> bool: ...
+
+    @property
+    def finalized(self) -> bool:
+        """Whether the app was finalized (its configuration checked, its modules imported)."""
 
     @property
     def conf(self) -> ConfPort: ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -142,3 +143,35 @@ def current_request() -> Request | None:
         return None
     found: Request | None = task.request_stack.top
     return found
+
+
+# -- children: what a task applied (Celery's ``request.children``, stored as the result's ``children``) --
+
+#: each running request's children, kept beside it (a request's own attributes travel: retries, errbacks)
+_children: weakref.WeakKeyDictionary[Request, list[Any]] = weakref.WeakKeyDictionary()
+_collecting = threading.local()
+
+
+@contextmanager
+def collecting(request: Request) -> Iterator[Request]:
+    """What is applied meanwhile is a child of ``request``: the worker's callbacks, chain step and errbacks
+    after the task's own code returned, which Celery applies before it stores the result, as its children."""
+    stack: list[Request] = getattr(_collecting, "stack", None) or []
+    _collecting.stack = [*stack, request]
+    try:
+        yield request
+    finally:
+        _collecting.stack = stack
+
+
+def add_child(result: Any) -> None:
+    """Celery's ``add_to_parent``: a result applied while a task runs is one of that task's children."""
+    stack: list[Request] = getattr(_collecting, "stack", None) or []
+    request = stack[-1] if stack else current_request()
+    if request is not None and not request.called_directly:
+        _children.setdefault(request, []).append(result)
+
+
+def children_of(request: Request) -> list[Any]:
+    """The results ``request``'s task applied, in order (empty when none)."""
+    return list(_children.get(request, ()))

@@ -3,6 +3,11 @@
 A shared task belongs to no app in particular: it is created in every app,
 those that exist and those made later, and the name ``@shared_task`` returns
 resolves to the task of the *current* app at each use, as Celery's proxy does.
+As in Celery (``connect_on_app_finalize``, ``_announce_app_finalized``), an app gets
+the shared tasks when it is finalized (its first use for work: ``app.tasks``, a
+worker, a publish), and one already finalized gets each new one as it is defined;
+so an app made early and never used (one made to read a setting) never reads its
+configuration because a module defined a shared task.
 Attribute writes go through too, so ``mock.patch("proj.tasks.add.delay")``
 patches the task itself.
 
@@ -35,13 +40,19 @@ def set_default_maker(make: Callable[[], object]) -> None:
 
 
 def register_app(app: AppPort, set_as_current: bool) -> None:
-    """A new app: remembered, made current if asked, and given every shared task made so far."""
+    """A new app: remembered, and made current if asked (its shared tasks come when it is finalized)."""
     with _lock:
         _apps.add(app)
         if set_as_current or not _current:
             set_current(app)
-        for make in list(_shared):
-            make(app)
+
+
+def announce_finalized(app: AppPort) -> None:
+    """``app`` is being finalized: every shared task made so far becomes one of its tasks (Celery's order)."""
+    with _lock:
+        makes = list(_shared)
+    for make in makes:
+        make(app)
 
 
 def set_current(app: AppPort) -> None:
@@ -84,8 +95,9 @@ def shared_task(*args: Any, **options: Any) -> Any:
 
         with _lock:
             _shared.append(make)
-            for app in active_apps():
-                make(app)
+            finalized = [app for app in active_apps() if app.finalized]  # the others get it when finalized
+        for app in finalized:
+            make(app)
         return SharedTask(fun, given)
 
     if len(args) == 1 and callable(args[0]) and not options:

@@ -26,7 +26,7 @@ from .canvas.signature import Signature
 from .exceptions import ImproperlyConfigured, MaxRetriesExceededError, NotRegistered, RefusedFeature, Retry
 from .ports import AppPort, TaskPort
 from .request import Request as Context
-from .request import RequestStack, task_stack
+from .request import RequestStack, add_child, task_stack
 from .results.asyncresult import AsyncResult, EagerResult
 from .running import calling, eager
 from .running.recording import ignores_result
@@ -165,6 +165,8 @@ class Task:
         # as in Celery: a call that keeps no result gives a result whose get() is None at once
         said = options.get("ignore_result")
         result.ignored = ignores_result(self) if said is None else bool(said)
+        if options.get("add_to_parent", True):
+            add_child(result)  # one of the running task's children, as Celery's add_to_parent
         return result
 
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> None:

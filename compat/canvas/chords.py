@@ -11,11 +11,13 @@ one round trip. The first header task to fail takes the failure counter to 0:
 it runs the chord's errbacks and stores the body's FAILURE, once. On Celery's wire the
 store joins chords in Celery's own keys instead (`jobbridge.results.celery_meta.CeleryChords`),
 so header tasks run by Celery workers and by jobbridge workers count in one place.
+A header that is a generator is sent as it is generated (compat/canvas/lazy_header.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from types import GeneratorType
 from typing import Any
 
 from jobbridge.envelope import new_id
@@ -23,13 +25,12 @@ from jobbridge.results.celery_meta import CeleryChords
 
 from ..exceptions import ChordError
 from ..ports import AppPort
+from ..request import add_child
 from ..results.asyncresult import EagerResult
 from ..results.groupresult import GroupResult
-from .primitives import Canvas, chain, group, link_parent, tasks_of
+from .lazy_header import FAILED, send_lazily
+from .primitives import Canvas, chain, group, link_parent, tasks_of, whole
 from .signature import TYPES, Signature, maybe_signature
-
-#: the failure counter's key, beside the join counter's (the header group's id)
-FAILED = ":failed"
 
 
 class chord(Canvas):
@@ -39,8 +40,15 @@ class chord(Canvas):
 
     def __init__(self, header: Any = None, body: Any = None, task: str = "celery.chord", args: Any = None,
                  kwargs: Mapping[str, Any] | None = None, app: AppPort | None = None, **options: Any) -> None:
-        members = header if isinstance(header, group) else group(*tasks_of((header or [],)), app=app)
-        parts = {"header": dict(members), "body": dict(maybe_signature(body, app=app)) if body else None}
+        if isinstance(header, group):
+            members = header
+        elif isinstance(header, GeneratorType):  # sent as it is generated, as Celery does (#3021)
+            members = group(header, app=app)
+        else:
+            members = group(*tasks_of((header or [],)), app=app)
+        body = whole(maybe_signature(body, app=app)) if body else None
+        # a generator's header stays one object until it is applied (a dict of it would hold no task yet)
+        parts = {"header": members if members.lazy else dict(members), "body": dict(body) if body else None}
         Signature.__init__(self, task, (), {**dict(kwargs or {}), **parts}, options, subtask_type="chord",
                            app=app)
 
@@ -50,8 +58,12 @@ class chord(Canvas):
 
     @property
     def header(self) -> group:
-        found = maybe_signature(self["kwargs"]["header"], app=self.bound_app)
+        """The header group, one object from its first read (as `body`), its tasks too."""
+        stored = self["kwargs"]["header"]
+        found: group = maybe_signature(stored, app=self.bound_app)
         assert isinstance(found, group)
+        if found is not stored:
+            self["kwargs"]["header"] = found
         return found
 
     @property
@@ -88,16 +100,16 @@ class chord(Canvas):
             return self.apply(args, kwargs, body=body, task_id=task_id, **options)
         backend = self.app.backend
         store = backend.require("a chord")
+        to_parent = bool(options.pop("add_to_parent", True))
         body = body.clone()
         _carry(body, options)
         body_result = body.freeze(task_id or body.id)
         header = self.header
         group_id = str(header.id or new_id())
-        members = list(header.tasks)
-        if self.app.conf["task_allow_error_cb_on_chord_header"]:
-            for errback in body.options.get("link_error") or []:
-                for member in members:
-                    member.link_error(maybe_signature(errback, app=self.bound_app).clone(immutable=True))
+        if header.lazy and not isinstance(store, CeleryChords):  # each sent as the generator yields it
+            results = send_lazily(self.app, header, body, group_id, args, kwargs, options)
+            return _header_result(self.bound_app, body_result, group_id, results, to_parent)
+        members = [member.clone() for member in header.tasks]  # the chord itself may be applied again
         results = [m.freeze(group_id=group_id, group_index=i) for i, m in enumerate(members)]
         backend.save_group(group_id, [r.id for r in results])
         if isinstance(store, CeleryChords):  # Celery's wire: counted in Celery's own keys, by either side
@@ -109,9 +121,8 @@ class chord(Canvas):
             body.apply_async(([],))
         for index, member in enumerate(members):
             member.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index,
-                                                "chord": dict(body)})
-        link_parent(body_result, GroupResult(group_id, results, app=self.bound_app))
-        return body_result
+                                                "chord": dict(body), "add_to_parent": False})
+        return _header_result(self.bound_app, body_result, group_id, results, to_parent)
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               body: Signature | None = None, task_id: str | None = None, **options: Any) -> Any:
@@ -152,16 +163,37 @@ class chord(Canvas):
         return callback
 
     def link_error(self, errback: Any) -> Any:
-        """The chord's errback: called once when a header task fails (or the body does)."""
+        """The chord's errback: called once when a header task fails (or the body does).
+
+        With ``task_allow_error_cb_on_chord_header`` it is also linked (immutable) to each header
+        task, called once per failed one, as Celery's ``_chord.link_error`` links it. Without it, a
+        chord in the header is not linked, as Celery links it: its failure fails this chord (Celery's
+        would never join), whose errback is then called, once.
+        """
         body = self.body
         if body is None:
             raise TypeError("link an errback to a chord once it has a body")
+        errback = maybe_signature(errback, app=self.bound_app)
+        if self.app.conf["task_allow_error_cb_on_chord_header"]:
+            for task in self.tasks:
+                task.link_error(errback.clone(immutable=True))
         body.link_error(errback)
         self._set_body(body)
         return errback
 
     def __repr__(self) -> str:
         return f"chord({self.header!r}, {self.body!r})"
+
+
+def _header_result(app: AppPort | None, body_result: Any, group_id: str, results: list[Any],
+                   to_parent: bool) -> Any:
+    """The chord's result, its header's `GroupResult` as parent; the header is a child of the running task
+    (Celery applies the header as a group)."""
+    header = GroupResult(group_id, results, app=app)
+    link_parent(body_result, header)
+    if to_parent:
+        add_child(header)
+    return body_result
 
 
 def _carry(body: Signature, options: dict[str, Any]) -> None:

@@ -23,13 +23,15 @@ Groups and chords need a result backend, and say so when they are applied.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from types import GeneratorType
 from typing import Any
 
 from jobbridge.envelope import new_id
 
 from ..exceptions import RefusedFeature
 from ..ports import AppPort
+from ..request import add_child
 from ..results.groupresult import GroupResult
 from .signature import TYPES, Signature, maybe_signature, signature
 
@@ -53,11 +55,30 @@ class Canvas(Signature):
         return made
 
     def _parts(self, key: str) -> list[Any]:
-        return [maybe_signature(t, app=self.bound_app) for t in self["kwargs"].get(key) or []]
+        """The parts, the same objects at every read (kept in place of their dicts), as Celery's are:
+        ``for t in chord.tasks: t.link_error(...)`` links each header task for good."""
+        stored = self["kwargs"].get(key) or []
+        found = [maybe_signature(t, app=self.bound_app) for t in stored]
+        if any(made is not kept for made, kept in zip(found, stored, strict=True)):
+            self["kwargs"][key] = found
+        return found
 
     def always_eager(self) -> bool:
         """Whether the app runs every call inline (task_always_eager): the primitive applies itself here."""
         return bool(self.app.conf["task_always_eager"])
+
+
+def _members(tasks: Iterable[Any], app: AppPort | None) -> Iterator[Signature]:
+    """A group's tasks as signatures, an inner group's tasks in its place (lazily: a generator stays one)."""
+    for task in tasks:
+        # a task itself is its signature with no arguments, as Celery's group reads it (signature(task))
+        sig = maybe_signature(task, app=app) if isinstance(task, Mapping) else signature(task, app=app)
+        yield from (sig.tasks if isinstance(sig, group) else [sig])
+
+
+def whole(sig: Any) -> Any:
+    """``sig`` with every task a generator of it yields read: it goes into another's dict as a whole."""
+    return sig.read_all() if isinstance(sig, group) else sig
 
 
 def _chord(header: group, body: Any, app: AppPort | None) -> Signature:
@@ -76,7 +97,7 @@ class chain(Canvas):
     def __init__(self, *tasks: Any, app: AppPort | None = None, **options: Any) -> None:
         steps: list[Signature] = []
         for task in tasks_of(tasks):
-            sig = maybe_signature(task, app=app)
+            sig = whole(maybe_signature(task, app=app))
             steps.extend(_flattened(sig) if isinstance(sig, chain) else [sig])
         Signature.__init__(self, "celery.chain", (), {"tasks": [dict(s) for s in steps]}, options,
                            subtask_type="chain", app=app)
@@ -162,7 +183,7 @@ class chain(Canvas):
 
 def _flattened(inner: chain) -> list[Signature]:
     """An inner chain's steps, keeping its links as Celery does: link on its last step, link_error on each."""
-    steps = list(inner.tasks)
+    steps = [step.clone() for step in inner.tasks]  # copies: the inner chain keeps its own steps as they are
     if steps:
         for callback in _as_list(inner.options.get("link")):
             steps[-1].link(callback)
@@ -227,18 +248,49 @@ class group(Canvas):
 
     kind = "group"
 
+    #: a generator's tasks not read yet (``group(generator)``): read one by one as they are sent
+    _unread: Iterator[Signature] | None = None
+
     def __init__(self, *tasks: Any, app: AppPort | None = None, **options: Any) -> None:
-        members: list[Signature] = []
-        for task in tasks_of(tasks):
-            # a task itself is its signature with no arguments, as Celery's group reads it (signature(task))
-            sig = maybe_signature(task, app=app) if isinstance(task, Mapping) else signature(task, app=app)
-            members.extend(sig.tasks if isinstance(sig, group) else [sig])
-        Signature.__init__(self, "celery.group", (), {"tasks": [dict(s) for s in members]}, options,
-                           subtask_type="group", app=app)
+        lazy = len(tasks) == 1 and isinstance(tasks[0], GeneratorType)
+        members = [] if lazy else [dict(s) for s in _members(tasks_of(tasks), app)]
+        Signature.__init__(self, "celery.group", (), {"tasks": members}, options, subtask_type="group", app=app)
+        if lazy:
+            self._unread = _members(tasks[0], app)
 
     @property
     def tasks(self) -> tuple[Signature, ...]:
-        return tuple(self._parts("tasks"))
+        """Every task (a generator's read to its end now, as Celery's ``regen`` is when it is listed)."""
+        return tuple(self.each())
+
+    @property
+    def lazy(self) -> bool:
+        """Whether tasks of a generator are still to be read (the group's size is not known yet)."""
+        return self._unread is not None
+
+    def each(self) -> Iterator[Signature]:
+        """Each task, a generator's read only as far as the caller goes, as Celery sends them (#3021)."""
+        yield from self._parts("tasks")
+        while self._unread is not None:
+            task = next(self._unread, None)
+            if task is None:
+                self._unread = None
+                return
+            self["kwargs"]["tasks"].append(task)  # kept, the same object at each later read
+            yield task
+
+    def read_all(self) -> group:
+        """Read a generator's tasks to the end: before the group is copied or put in a dict of another."""
+        if self._unread is not None:
+            self["kwargs"]["tasks"] = list(self.each())
+        return self
+
+    def clone(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              **options: Any) -> Signature:
+        return super(group, self.read_all()).clone(args, kwargs, **options)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Signature:
+        return super(group, self.read_all()).__deepcopy__(memo)  # a copy of a chord holding this group
 
     def __or__(self, other: Any) -> Any:
         if isinstance(other, group | chain):
@@ -263,9 +315,13 @@ class group(Canvas):
                                  "runs when that one ends, before the others and even if they fail; to run a task "
                                  "once all are done, use a chord: chord(group, callback)")
         group_id = str(options.pop("task_id", None) or self.id or new_id())
-        results = [task.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index})
-                   for index, task in enumerate(self.tasks)]
-        return GroupResult(group_id, results, app=self.bound_app)
+        each = {**options, "group_id": group_id, "add_to_parent": False}  # the group is the child, not each
+        results = [task.apply_async(args, kwargs, **{**each, "group_index": index})
+                   for index, task in enumerate(self.each())]  # each sent as a generator yields it
+        found = GroupResult(group_id, results, app=self.bound_app)
+        if options.get("add_to_parent", True):
+            add_child(found)
+        return found
 
     def apply(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
               **options: Any) -> GroupResult:

@@ -62,6 +62,19 @@ class Signature(dict[str, Any]):
         self["task"] = value
 
     @property
+    def name(self) -> str:
+        """The task's name, as ``Task.name`` (Celery's duck typing: ``sig.name == task.name``)."""
+        return self.task
+
+    @property
+    def parent_id(self) -> str | None:
+        return self.options.get("parent_id")
+
+    @property
+    def root_id(self) -> str | None:
+        return self.options.get("root_id")
+
+    @property
     def args(self) -> tuple[Any, ...]:
         return tuple(self.get("args") or ())
 

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from jobbridge.errors import DriverError
 from jobbridge.results import ResultRecord
 
 from .. import states
-from ..exceptions import RefusedFeature, TaskRevokedError, TimeoutError
+from ..exceptions import IncompleteStream, RefusedFeature, TaskRevokedError, TimeoutError
 from ..ports import AppPort, BackendPort
 from ..request import current_request
 from ..shared import get_current_app
@@ -34,6 +35,8 @@ from .backend import extended_of, info_of, meta_of
 SLICE = 10.0
 #: ``info``, ``result`` and ``traceback`` read this soon after ``state`` describe the record ``state`` read
 PAIRED = 1.0
+#: Celery's ``result_from_tuple``, which makes a GroupResult too: groupresult.py (built on this module) puts it here
+FROM_TUPLE: list[Callable[[Any, Any], Any]] = []
 log = logging.getLogger("jobbridge.compat")
 
 
@@ -147,9 +150,16 @@ class AsyncResult:
         return self._get_task_meta()["date_done"]
 
     @property
-    def children(self) -> None:
-        """Celery's answer when the backend does not know: the tasks a task published are not tracked."""
-        return None
+    def children(self) -> list[Any] | None:
+        """The results the task applied (its callbacks, chain step, errbacks too), as Celery stores them;
+        ``[]`` for a task that is over and applied none, None while nothing is known."""
+        if not self.backend.enabled:
+            return None  # nothing is stored, so nothing is known
+        found = self.backend.children(self.id)
+        if found is not None:
+            return [FROM_TUPLE[0](child, self.app) for child in found]
+        record = self._record()
+        return [] if record is not None and record.state in states.READY_STATES else None
 
     # result_extended: what the task was called with, kept beside its result (None without it, as in Celery)
     @property
@@ -196,7 +206,8 @@ class AsyncResult:
         if disable_sync_subtasks:
             assert_not_in_task()
         check = on_interval
-        if follow_parents and propagate and self.parent is not None:
+        follow = follow_parents and propagate and self.parent is not None
+        if follow:
             self._raise_failed_parent()
             check = self._parents_then(on_interval)
         record = self._wait(timeout, check, float(interval) if check is not on_interval else SLICE)
@@ -204,6 +215,8 @@ class AsyncResult:
         if callback is not None:
             callback(self.id, value)
         if propagate and record.state in states.PROPAGATE_STATES:
+            if follow:  # a chord failed by its header while the parents were read: the header's own failure
+                self._raise_failed_parent()
             raise value
         return value
 
@@ -286,11 +299,26 @@ class AsyncResult:
         raise RefusedFeature("AsyncResult.then() is refused: promises are not provided; link a callback "
                              "task instead (apply_async(link=...))")
 
-    def collect(self, *args: Any, **kwargs: Any) -> Any:
-        raise RefusedFeature("AsyncResult.collect() is refused: the tasks a task published are not tracked")
+    def collect(self, intermediate: bool = False, **kwargs: Any) -> Iterator[tuple[Any, Any]]:
+        """``(result, value)`` for this result and every child, depth first as Celery's ``collect`` walks
+        them; `IncompleteStream` at a node not ready yet unless ``intermediate`` (``get()`` waits then)."""
+        for _, node in self.iterdeps(intermediate=intermediate):
+            yield node, node.get(**kwargs)
+
+    def iterdeps(self, intermediate: bool = False) -> Iterator[tuple[Any, Any]]:
+        """``(parent, result)`` for this result and its children, read from the store as each is reached."""
+        stack: deque[tuple[Any, Any]] = deque([(None, self)])
+        while stack:
+            parent, node = stack.popleft()
+            yield parent, node
+            if node.ready():
+                stack.extend((node, child) for child in node.children or [])
+            elif not intermediate:
+                raise IncompleteStream()
 
     def build_graph(self, *args: Any, **kwargs: Any) -> Any:
-        raise RefusedFeature("AsyncResult.build_graph() is refused: the tasks a task published are not tracked")
+        raise RefusedFeature("AsyncResult.build_graph() is refused: no dependency graph is drawn; walk "
+                             "AsyncResult.collect() or .children instead")
 
 
 def assert_not_in_task() -> None:
@@ -347,6 +375,10 @@ class EagerResult(AsyncResult):
     def _get_task_meta(self) -> dict[str, Any]:
         return {"task_id": self.id, "status": self._state, "result": self.result, "traceback": self.traceback,
                 "children": [], "name": self.task_name, "date_done": None}
+
+    @property
+    def children(self) -> list[Any] | None:
+        return []  # run here, now: nothing of it is stored, as the meta above says
 
     def forget(self) -> None:
         return None

@@ -33,6 +33,12 @@ from .remote import exception_of, failure_fields
 
 #: where a saved group's member ids are kept (Celery keeps them apart from task results too)
 GROUP_META = "celery-group-meta:"
+#: where a chord's join notes that it published the body (keyed on the chord's header group, not the body)
+JOINED = "celery-chord-joined:"
+#: a chord whose header is a generator, still being sent: its size is not known yet
+SIZING = "celery-chord-sizing:"
+#: the results a task applied (Celery's ``children``), kept beside its result as their ``as_tuple()``
+CHILDREN = "celery-task-children:"
 #: a ``meta`` that is not a mapping is stored under this key, and given back unwrapped
 WRAPPED = "__celery_meta__"
 #: with result_extended, what a task was called with is kept under this key beside its result
@@ -126,6 +132,38 @@ class ResultBackend:
 
     def forget_group(self, group_id: str) -> None:
         self.require("GroupResult.forget()").forget(GROUP_META + group_id)
+
+    def save_children(self, task_id: str, children: Sequence[Any]) -> None:
+        """Keep the results task ``task_id`` applied (before its own result is stored, as Celery does)."""
+        record = ResultRecord(id=CHILDREN + task_id, state="CHILDREN", result=[c.as_tuple() for c in children])
+        self.require("a task's children").store(record, self.ttl)
+
+    def children(self, task_id: str) -> list[Any] | None:
+        """The ``as_tuple()`` of each result task ``task_id`` applied; None when it kept none."""
+        found = self.require("AsyncResult.children").get(CHILDREN + task_id)
+        return None if found is None else list(found.result or [])
+
+    def mark_joined(self, group_id: str, body_id: str | None) -> None:
+        """Note that chord ``group_id`` published its body (after the publish: a lost worker runs it again)."""
+        record = ResultRecord(id=JOINED + group_id, state="JOINED", result=body_id)
+        self.require("a chord").store(record, self.ttl)
+
+    def joined(self, group_id: str) -> bool:
+        """Whether chord ``group_id``'s body was published, by a run whose worker was lost before its ack.
+
+        Keyed on the chord, not the body's id: one frozen task may be the body of two chords in turn
+        (a result under its id says nothing about this chord).
+        """
+        return self.require("a chord").get(JOINED + group_id) is not None
+
+    def mark_sizing(self, group_id: str) -> None:
+        """Note that chord ``group_id``'s header is sent as a generator yields it: no join counter yet."""
+        self.require("a chord").store(ResultRecord(id=SIZING + group_id, state="SIZING"), self.ttl)
+
+    def sizing(self, group_id: str) -> bool:
+        """Whether chord ``group_id`` was sent from a generator: a header task that finds no counter
+        leaves its count to the sender, which counts every result already in once it knows the size."""
+        return self.require("a chord").get(SIZING + group_id) is not None
 
     # -- Celery's backend methods --------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from .. import states
 from ..exceptions import TimeoutError
 from ..ports import AppPort
 from ..shared import get_current_app
-from .asyncresult import AsyncResult, EagerResult, assert_not_in_task
+from .asyncresult import FROM_TUPLE, AsyncResult, EagerResult, assert_not_in_task
 
 
 class ResultSet:
@@ -239,5 +239,7 @@ def result_from_tuple(value: Any, app: AppPort | None = None) -> Any:
                            parent=result_from_tuple(parent, app) if parent else None)
     return AsyncResult(rid, app=app, parent=result_from_tuple(parent, app) if parent else None)
 
+
+FROM_TUPLE[:] = [result_from_tuple]  # AsyncResult.children reads its stored children with it
 
 __all__ = ["GroupResult", "ResultSet", "as_stored", "result_from_tuple", "results_of"]

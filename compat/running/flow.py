@@ -6,7 +6,10 @@ these steps with it (at least once, never zero times):
 
 - success: if the task is a chord header task, its result is stored and it counts
   itself down in the chord's counter; the one that reaches 0 publishes the body
-  with every header result, in header order. Then each callback (``link``) gets the
+  with every header result, in header order, and notes under the chord's id that it
+  did (a run again after a lost worker finds the note). A chord sent from a generator
+  has no counter until it is sized: a task that ends before leaves its count to the
+  sender (compat/canvas/lazy_header.py). Then each callback (``link``) gets the
   return value, and the chain's next step is published with it.
 - failure: each errback runs — in this worker with ``(request, exc, traceback)``
   when its task takes several arguments, else published with the task id, as
@@ -29,33 +32,38 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from jobbridge.envelope import new_id
 from jobbridge.results import SUCCESS, ResultRecord, UnknownCounter
 from jobbridge.results.base import ResultEncodeError
 from jobbridge.results.celery_meta import CeleryChords
 
 from .. import states
 from ..canvas.chords import FAILED, chord
+from ..canvas.lazy_header import claim
 from ..canvas.primitives import chain, group
 from ..canvas.signature import Signature, maybe_signature
 from ..exceptions import ChordError, TaskRevokedError
 from ..ports import AppPort, TaskPort
-from ..request import Request
+from ..request import Request, add_child, children_of, collecting
+from ..results.groupresult import GroupResult
 from ..results.remote import exception_of, failure_fields
 
 log = logging.getLogger("jobbridge.compat.task")
 
 
 def succeeded(task: TaskPort, request: Request, retval: Any) -> None:
-    """After a success: the chord's join, then the callbacks, then the chain's next step."""
+    """After a success: the chord's join, then the callbacks, then the chain's next step; then the children."""
     app = task.app
-    if request.chord:
-        _chord_part_succeeded(task, request, retval)
-    for callback in request.callbacks or []:
-        _apply(app, callback, (retval,), request)
-    if request.chain:
-        later = list(request.chain)
-        step = later.pop()
-        _apply(app, step, (retval,), request, chain=later or None)
+    with collecting(request):
+        if request.chord:
+            _chord_part_succeeded(task, request, retval)
+        for callback in request.callbacks or []:
+            _apply(app, callback, (retval,), request)
+        if request.chain:
+            later = list(request.chain)
+            step = later.pop()
+            _apply(app, step, (retval,), request, chain=later or None)
+    keep_children(app, request)
 
 
 def failed(task: TaskPort, request: Request, exc: BaseException, traceback: str | None) -> None:
@@ -66,11 +74,25 @@ def failed(task: TaskPort, request: Request, exc: BaseException, traceback: str 
     """
     if (request.chord or request.chain) and request.id and not request.ignore_result and task.app.backend.enabled:
         _write_failure(task.app, str(request.id), request.task, exc, traceback.rstrip() if traceback else traceback)
-    call_errbacks(task.app, request, exc, traceback)
-    if request.chord:
-        chord_failed(task.app, request, exc, traceback)
-    if request.chain:
-        chain_failed(task.app, request, exc, traceback)
+    with collecting(request):
+        call_errbacks(task.app, request, exc, traceback)
+        if request.chord:
+            chord_failed(task.app, request, exc, traceback)
+        if request.chain:
+            chain_failed(task.app, request, exc, traceback)
+    keep_children(task.app, request)
+
+
+def keep_children(app: AppPort, request: Request, task_id: str | None = None) -> None:
+    """Store what the task applied as its result's ``children`` (Celery stores them with the result)."""
+    children = children_of(request)
+    task_id = task_id or request.id
+    if not children or not task_id or request.ignore_result or not app.backend.enabled:
+        return
+    try:
+        app.backend.save_children(str(task_id), children)
+    except Exception:  # what the task applied ran; only the record of it is missing
+        log.exception("could not store the children of task %s", task_id)
 
 
 def chain_failed(app: AppPort, request: Request, exc: BaseException, traceback: str | None) -> None:
@@ -145,11 +167,15 @@ def call_errbacks(app: AppPort, request: Request, exc: BaseException, traceback:
                 log.exception("the errback %r of task %s raised", errback, request.id)
         else:
             by_id.append(errback)
+    published = []
     for errback in by_id:
         try:
-            errback.apply_async((request.id,), parent_id=request.id, root_id=request.root_id or request.id)
+            published.append(errback.apply_async((request.id,), parent_id=request.id, add_to_parent=False,
+                                                 root_id=request.root_id or request.id))
         except Exception:  # a broken errback must not keep the failure from being recorded
             log.exception("the errback %r of task %s could not be published", errback, request.id)
+    if published:  # Celery applies them as one group, a child of the task running now
+        add_child(GroupResult(new_id(), published, app=app))
 
 
 def _takes_request(app: AppPort, errback: Signature) -> bool:
@@ -176,11 +202,13 @@ def _chord_part_succeeded(task: TaskPort, request: Request, retval: Any) -> None
     try:
         left = store.counter_decrement(group_id, member=str(request.id))
     except UnknownCounter:
+        if backend.sizing(group_id):
+            return  # a header still being generated: its sender counts this result once it knows the size
         gone = ChordError(f"the counter of chord {group_id} is gone (it expired after result_expires, or was "
                           "pruned), so its body cannot be started")
         chord_failed(task.app, request, gone, None)
         return
-    if left == 0:
+    if left == 0 and claim(task.app, group_id, str(request.id)):
         _join(task.app, request)
 
 
@@ -196,10 +224,11 @@ def _join(app: AppPort, request: Request) -> None:
                              "(expired after result_expires, or forgotten), so its body cannot be started")
         chord_failed(app, request, missing, None)
         return
-    body = maybe_signature(request.chord, app=app)
-    if body.id is not None and backend.get(body.id) is not None:
+    if backend.joined(group_id):
         return  # published before, by a run of this task whose worker was lost before it was acknowledged
+    body = maybe_signature(request.chord, app=app)
     _apply(app, body, ([records[i].result for i in ids],), request)
+    backend.mark_joined(group_id, body.id)
 
 
 def chord_failed(app: AppPort, request: Request, exc: BaseException, traceback: str | None) -> None:
@@ -248,6 +277,7 @@ def _fail_chord(app: AppPort, request: Request, exc: BaseException, traceback: s
     stand_in = body_request(body, request)
     call_errbacks(app, stand_in, error, traceback)
     if body.id is not None:
+        keep_children(app, request, body.id)  # as Celery: the failed body's children are the running task's
         app.backend.write(body.id, states.FAILURE, name=body.task, exc=error, traceback=traceback)
     if stand_in.chord:  # the body was itself a member of an outer chord, which fails with it
         chord_failed(app, stand_in, error, traceback)

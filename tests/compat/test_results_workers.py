@@ -126,3 +126,30 @@ def test_revoke_a_queued_task_and_terminate_a_running_one(tmp_path: Path, store:
     assert of(events, "sleeper_finished") == []
     assert sorted(of(events, "task_revoked")) == sorted([["task_revoked", queued.id, False],
                                                          ["task_revoked", long.id, True]])
+
+
+def test_a_chord_whose_header_is_a_generator_joins_as_it_is_sent(tmp_path: Path, store: dict[str, str]) -> None:
+    """Celery's test_generator: each header task is sent as the generator yields it, so the worker
+    ends the first ones before the last is generated, and the body still gets every result in order."""
+    project = load("chordproj")
+    app = use(project.app)
+    worker = start(tmp_path, "chordproj", store, "-c", "2")
+
+    def header(size: int, finished_before_last: int) -> Any:
+        for i in range(size):
+            if i == size - 1:
+                worker.wait_for(lambda ev: len(of(ev, "square")) >= finished_before_last, "the first header tasks")
+            yield project.square.s(i)
+
+    try:
+        partly = chord(header(5, 2), project.collect.s()).apply_async()
+        assert partly.get(timeout=60) == sum(i * i for i in range(5))
+        worker.wait_for(lambda ev: len(of(ev, "collect")) == 1, "the first body")
+        whole = chord(header(3, 5 + 3 - 1), project.collect.s()).apply_async()  # all but the last done first
+        assert whole.get(timeout=60) == sum(i * i for i in range(3))
+        worker.wait_for(lambda ev: len(of(ev, "collect")) == 2, "the second body")
+        events = stopped(worker)
+    finally:
+        worker.kill()
+        app.close()
+    assert of(events, "collect") == [["collect", [i * i for i in range(5)]], ["collect", [i * i for i in range(3)]]]
