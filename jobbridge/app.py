@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobbridge import drivers, payload, signals, telemetry_hooks
 from jobbridge.clock import SYSTEM_CLOCK, Clock
@@ -28,11 +28,13 @@ from jobbridge.job import options_of
 from jobbridge.outcome import WorkStats
 from jobbridge.registry import JobRegistry
 from jobbridge.results.base import ResultRecord, ResultStore
-from jobbridge.scheduling.book import Schedules
-from jobbridge.scheduling.entries import CatchUp, EnvelopeFactory
 from jobbridge.settings import Settings
 from jobbridge.tracking import ResultTracker
 from jobbridge.worker_process import worked_queues
+
+if TYPE_CHECKING:  # imported when the schedules are first used: a worker without --schedule never needs them
+    from jobbridge.scheduling.book import Schedules
+    from jobbridge.scheduling.entries import CatchUp, EnvelopeFactory
 
 log = logging.getLogger("jobbridge.dispatch")
 Delay = float | int | timedelta
@@ -62,8 +64,7 @@ class JobBridge:
         self._tracker_opened = False
         self._lock = threading.RLock()
         self._warned_locks: set[str] = set()
-        #: the schedule entries, from code (`schedule`) and from the settings' schedules section
-        self.schedules = Schedules(self)
+        self._schedules: Schedules | None = None
         self.register(*jobs)
 
     @classmethod
@@ -78,6 +79,21 @@ class JobBridge:
     def register(self, *classes: type) -> None:
         """Make job classes dispatchable and runnable; two classes under one name is an error."""
         self.registry.register(*classes)
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedule entries, from code (`schedule`) and from the settings' schedules section."""
+        with self._lock:
+            if self._schedules is None:
+                from jobbridge.scheduling.book import Schedules
+
+                self._schedules = Schedules(self)
+            return self._schedules
+
+    @schedules.setter
+    def schedules(self, schedules: Schedules) -> None:
+        with self._lock:
+            self._schedules = schedules
 
     # -- connections -------------------------------------------------------------------------
 

@@ -28,6 +28,14 @@ Only the handler jobbridge installs when the root logger has none changes:
 records still go through loggers, levels, filters and whatever handlers an app
 configures itself (``logging.config``, Django's ``LOGGING``, the facade's
 ``setup_logging``).
+
+The per-attempt line has a shorter way still (`plain_handler`): when the only
+handler a record of its logger would reach is this one, with the worker's own
+line format and no filter anywhere it would pass, and nothing in `logging` is
+replaced (the record factory, `logging.Logger`'s methods), no record is made at
+all: the handler writes the text `LineFormatter` would have made from it
+(`BatchedStreamHandler.write_plain`). Nothing could have seen the record, so
+nothing is missed; anything else configured, and the line takes the record path.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ import time
 import traceback
 import weakref
 from collections import deque
-from typing import TextIO
+from typing import Any, TextIO
 
 #: the worker's line: time, level, process id, logger name, message
 LOG_FORMAT = "%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s"
@@ -53,6 +61,10 @@ CHUNK = 4096
 MAX_PENDING = 20_000
 
 _handlers: weakref.WeakSet[BatchedStreamHandler] = weakref.WeakSet()
+#: `logging.Formatter`'s milliseconds format, the one `LineFormatter.plain_stamp` writes
+_DEFAULT_MSEC_FORMAT = "%s,%03d"
+#: what that format appends for each millisecond (an index is cheaper than formatting the number)
+_MILLIS = tuple(f",{ms:03d}" for ms in range(1000))
 
 
 class LineFormatter(logging.Formatter):
@@ -67,6 +79,37 @@ class LineFormatter(logging.Formatter):
         super().__init__(fmt, datefmt)
         self._second: tuple[int, str] = (-1, "")
         self._uses_time = self.usesTime()
+        style = self._style
+        plain = (type(style) is logging.PercentStyle and style._fmt == LOG_FORMAT
+                 and not getattr(style, "_defaults", None))
+        #: the style, when it is `LOG_FORMAT`'s: `is_plain` compares it with the one the formatter has now
+        self._plain_style = style if plain else None
+
+    def is_plain(self) -> bool:
+        """Whether this formatter makes `LOG_FORMAT`'s line with the default timestamp (`plain_stamp`'s)."""
+        return (self._style is self._plain_style and self.datefmt is None
+                and self.default_msec_format == _DEFAULT_MSEC_FORMAT)
+
+    if sys.version_info >= (3, 13):
+        def plain_stamp(self) -> str:
+            """The timestamp of a record made now, read as `logging.LogRecord` reads the time (Python 3.13+)."""
+            ct = time.time_ns()
+            created, msecs = ct / 1e9, (ct % 1_000_000_000) // 1_000_000
+            if msecs == 999 and int(created) != ct // 1_000_000_000:  # the float rounded up to the next second
+                msecs = 0
+            second, text = self._second
+            if second != int(created):
+                text = self._second_text(created)
+            return text + _MILLIS[msecs]
+    else:
+        def plain_stamp(self) -> str:
+            """The timestamp of a record made now, read as `logging.LogRecord` reads the time (Python 3.11, 3.12)."""
+            ct = time.time()
+            whole = int(ct)
+            second, text = self._second  # one tuple, read and replaced whole: safe across threads
+            if second != whole:
+                text = self._second_text(ct)
+            return text + _MILLIS[int((ct - whole) * 1000)]
 
     def format(self, record: logging.LogRecord) -> str:
         """`logging.Formatter.format` in one step for a record without an exception or a stack."""
@@ -80,11 +123,15 @@ class LineFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt or not self.default_msec_format:
             return super().formatTime(record, datefmt)
+        return self.default_msec_format % (self._second_text(record.created), record.msecs)
+
+    def _second_text(self, created: float) -> str:
+        """The default time format's text for the second of ``created``, made once per second."""
         second, text = self._second  # one tuple, read and replaced whole: safe across threads
-        if second != int(record.created):
-            text = time.strftime(self.default_time_format, self.converter(record.created))
-            self._second = (int(record.created), text)
-        return self.default_msec_format % (text, record.msecs)
+        if second != int(created):
+            text = time.strftime(self.default_time_format, self.converter(created))
+            self._second = (int(created), text)
+        return text
 
 
 class BatchedStreamHandler(logging.StreamHandler[TextIO]):
@@ -119,6 +166,27 @@ class BatchedStreamHandler(logging.StreamHandler[TextIO]):
         except Exception:
             self.handleError(record)
             return
+        self._queue(line)
+
+    def write_plain(self, level: int, name: str, message: str) -> bool:
+        """Queue the line a record of ``name`` at ``level`` with ``message`` gets, without making the record.
+
+        For `plain_handler`'s answer only: the text is what `LineFormatter` makes
+        of `LOG_FORMAT`, the time and process id read as `logging.LogRecord`
+        reads them. False (nothing queued) if the text cannot be made: the
+        caller then takes the record path, which reports the error as logging does.
+        """
+        formatter = self.formatter
+        try:
+            assert isinstance(formatter, LineFormatter)
+            line = (f"{formatter.plain_stamp()} {logging.getLevelName(level)} [{_pid}] {name}: "
+                    f"{message}{self.terminator}")
+        except Exception:
+            return False
+        self._queue(line)
+        return True
+
+    def _queue(self, line: str) -> None:
         self._lines.append(line)
         if self._closed or len(self._lines) >= MAX_PENDING:
             self.flush()
@@ -230,7 +298,50 @@ def install_default_handler(level: str | int, fmt: str = LOG_FORMAT) -> bool:
     return True
 
 
+def plain_handler(logger: logging.Logger, level: int) -> BatchedStreamHandler | None:
+    """The handler that may write a record's line itself (`BatchedStreamHandler.write_plain`), else None.
+
+    A record of ``logger`` at ``level`` (which the caller has found enabled, so
+    the logger is not disabled either) would reach that handler and no other,
+    nothing would read it before (no filter on the logger, the standard record
+    factory and `logging.Logger` methods), and the handler would pass it and
+    format it as `LOG_FORMAT` (no filter, its level, a plain `LineFormatter`).
+    Checked on every call, since an app may add a handler or a filter at any
+    moment.
+    """
+    if (logger.filters or not logging.logProcesses or type(logger) is not logging.Logger
+            or logging.getLogRecordFactory() is not logging.LogRecord or logging.Logger.handle is not _LOGGER_HANDLE
+            or logging.Logger.callHandlers is not _CALL_HANDLERS):
+        return None
+    found: logging.Handler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:  # the walk `Logger.callHandlers` makes
+        handlers = current.handlers
+        if handlers:
+            if found is not None or len(handlers) > 1:
+                return None
+            found = handlers[0]
+        current = current.parent if current.propagate else None
+    if (type(found) is not BatchedStreamHandler or found.filters or level < found.level
+            or type(found.formatter) is not LineFormatter or not found.formatter.is_plain()):
+        return None
+    return found
+
+
+def _logging_own(method: Any) -> Any:
+    """``method`` if it is `logging`'s own, else a value no method is: one replaced before this import
+    (an error tracker's hook on ``callHandlers``) must keep seeing every record."""
+    return method if getattr(method, "__module__", None) == "logging" else object()
+
+
+_LOGGER_HANDLE, _CALL_HANDLERS = _logging_own(logging.Logger.handle), _logging_own(logging.Logger.callHandlers)
+#: this process's id, as a record's ``process`` (one system call per line otherwise); set again after a fork
+_pid = os.getpid()
+
+
 def _reset_after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
     for handler in list(_handlers):
         handler._after_fork()
 

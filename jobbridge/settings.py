@@ -19,8 +19,6 @@ from jobbridge import drivers
 from jobbridge import setting_checks as checks
 from jobbridge.errors import ConfigurationError, RefusedSetting, UnknownConnection
 from jobbridge.redaction import quoted
-from jobbridge.scheduling import config as schedules_section
-from jobbridge.scheduling.cron import zone
 from jobbridge.setting_checks import ENV_PREFIX, Place, Source, env_name
 from jobbridge.setting_files import base_dir, discover, read_file
 from jobbridge.setting_schema import DEFAULT_RESERVATION, RESERVATION, Field, coerce
@@ -121,7 +119,10 @@ class Settings:
         object.__setattr__(self, "queues", tuple(self.queues))
         object.__setattr__(self, "queues_given", self.queues_given or self.queues != ("default",))
         object.__setattr__(self, "schedules", MappingProxyType(dict(self.schedules)))
-        zone(self.timezone, "timezone")
+        if self.timezone is not None:  # None is UTC: the schedules' modules are imported only to check a name
+            from jobbridge.scheduling.cron import zone
+
+            zone(self.timezone, "timezone")
         for name, conn in self.connections.items():
             if conn.name != name:
                 raise ConfigurationError(f"connection {conn.name!r} is filed under the name {name!r}")
@@ -265,9 +266,18 @@ def _build(data: Mapping[str, Any], src: Source) -> Settings:
         results=values.get("results"), result_ttl=values.get("result_ttl", DEFAULT_RESULT_TTL),
         timezone=values.get("timezone"), queues_given="queues" in values,
         start_retries=values.get("start_retries", 0),
-        schedules=schedules_section.check_section(data.get("schedules", {}), src.name, values.get("timezone")))
+        schedules=_schedules_section(data, src, values.get("timezone")))
     settings.check_reservations()
     return settings
+
+
+def _schedules_section(data: Mapping[str, Any], src: Source, timezone: str | None) -> dict[str, dict[str, Any]]:
+    """The schedules section, checked (`jobbridge.scheduling.config`, imported only when there is one)."""
+    if "schedules" not in data:
+        return {}
+    from jobbridge.scheduling import config
+
+    return config.check_section(data["schedules"], src.name, timezone)
 
 
 def _driver_name(value: Any, label: str) -> str:

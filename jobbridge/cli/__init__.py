@@ -20,6 +20,7 @@ that exists. docs/cli.md is the manual.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -27,29 +28,60 @@ from typing import Any
 import click
 
 from jobbridge import __version__
-from jobbridge.cli.beat import beat
 from jobbridge.cli.celery_options import CELERY_REFUSED
-from jobbridge.cli.dashboard import dashboard
-from jobbridge.cli.failures import failed, flush, retry
-from jobbridge.cli.monitoring import ping, workers
-from jobbridge.cli.operator import enqueue, purge
-from jobbridge.cli.options import load_bridge
-from jobbridge.cli.store import migrate, reclaim, status
-from jobbridge.cli.working import configure_logging, worker
 from jobbridge.errors import JobBridgeError
-from jobbridge.scheduling.commands import add_commands
 
 __all__ = ["CELERY_REFUSED", "cli", "main"]
 
+#: each command's module and name in it, imported when the command runs or a listing (--help) shows it:
+#: ``jobbridge worker`` starts without the modules of the commands it is not
+COMMANDS: dict[str, tuple[str, str]] = {
+    "worker": ("jobbridge.cli.working", "worker"),
+    "beat": ("jobbridge.cli.beat", "beat"),
+    "enqueue": ("jobbridge.cli.operator", "enqueue"),
+    "purge": ("jobbridge.cli.operator", "purge"),
+    "failed": ("jobbridge.cli.failures", "failed"),
+    "retry": ("jobbridge.cli.failures", "retry"),
+    "flush": ("jobbridge.cli.failures", "flush"),
+    "status": ("jobbridge.cli.store", "status"),
+    "migrate": ("jobbridge.cli.store", "migrate"),
+    "reclaim": ("jobbridge.cli.store", "reclaim"),
+    "workers": ("jobbridge.cli.monitoring", "workers"),
+    "ping": ("jobbridge.cli.monitoring", "ping"),
+    "dashboard": ("jobbridge.cli.dashboard", "dashboard"),
+}
+#: the commands `jobbridge.scheduling.commands.add_commands` adds
+SCHEDULING_COMMANDS = ("scheduler", "schedules")
+
 
 class _Group(click.Group):
-    """Turns jobbridge's own errors into a one-line ``Error: ...`` and exit status 1."""
+    """Turns jobbridge's own errors into a one-line ``Error: ...`` and exit status 1; imports each command
+    on first use (`COMMANDS`)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except JobBridgeError as exc:
             raise click.ClickException(str(exc)) from exc
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS, *SCHEDULING_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            self._import(cmd_name)
+        return self.commands.get(cmd_name)
+
+    def _import(self, name: str) -> None:
+        if name in COMMANDS:
+            module, attr = COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(module), attr), name)
+        elif name in SCHEDULING_COMMANDS:
+            from jobbridge.cli.options import load_bridge
+            from jobbridge.cli.working import configure_logging
+            from jobbridge.scheduling.commands import add_commands
+
+            add_commands(self, load_bridge, configure_logging)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -84,10 +116,7 @@ def demo(path: str | None, jobs: int) -> None:
     sys.exit(module.main(path=path, jobs=jobs))
 
 
-for _command in (worker, beat, enqueue, purge, failed, retry, flush, status, migrate, reclaim, workers, ping,
-                 demo, dashboard):
-    cli.add_command(_command)
-add_commands(cli, load_bridge, configure_logging)
+cli.add_command(demo)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from jobbridge.app import JobBridge
-from jobbridge.supervisor import Supervisor
 from jobbridge.worker import Worker, WorkerOptions
 from jobbridge.worker_monitor import WorkerMonitor, registry_for, throughput_for
+
+if TYPE_CHECKING:  # a worker process without --processes never imports the supervisor
+    from jobbridge.supervisor import Supervisor
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: the metrics server's address unless --metrics-host says otherwise: this host alone
@@ -90,6 +90,9 @@ class Telemetry:
         if self.metrics_port is None:
             yield beside
             return
+        import shutil
+        import tempfile
+
         prometheus = _prometheus()
         folder = tempfile.mkdtemp(prefix="jobbridge-metrics-")
         os.environ[prometheus.MULTIPROC_DIR] = folder  # inherited by every child the supervisor starts

@@ -25,9 +25,7 @@ from jobbridge.cli.options import app_options
 from jobbridge.cli.worker_telemetry import Telemetry, telemetry_options
 from jobbridge.loading import load_app
 from jobbridge.log_output import LOG_FORMAT, flush_log_output, install_default_handler
-from jobbridge.scheduling.commands import running_beside
 from jobbridge.settings import Settings
-from jobbridge.supervisor import Supervisor, die_with_parent, worker_command, write_stats
 from jobbridge.worker import REPLACE_EXIT_CODE, Worker, WorkerOptions, check_worker_driver
 from jobbridge.worker_process import worked_queues
 
@@ -186,6 +184,8 @@ def _work(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
     """Run one worker in this process; the exit status."""
     worker = Worker(bridge, options)
     if args.supervised is not None:
+        from jobbridge.supervisor import die_with_parent
+
         die_with_parent(args.supervised)
         worker.ignore_second_signal = True  # the supervisor escalates with SIGKILL
     else:
@@ -196,6 +196,8 @@ def _work(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
             Telemetry.of(args).beside_worker(bridge, worker, supervised=args.supervised is not None):
         stats = worker.run()
     if args.stats_file:
+        from jobbridge.supervisor import write_stats
+
         write_stats(args.stats_file, stats)
     flush_log_output()  # every attempt's line before the summary, never after it
     if args.supervised is None:
@@ -226,6 +228,8 @@ def _replace(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int
 
 
 def _supervise(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> int:
+    from jobbridge.supervisor import Supervisor, worker_command
+
     click.echo(banner(Worker(bridge, options), bridge, options))
     bridge.close()
     with Telemetry.of(args).beside_supervisor(bridge, options) as telemetry:
@@ -235,6 +239,16 @@ def _supervise(args: WorkerArgs, bridge: JobBridge, options: WorkerOptions) -> i
         telemetry.supervisor = supervisor
         with running_beside(bridge, args.schedule, args.scheduler_options()):
             return supervisor.run()
+
+
+def running_beside(bridge: JobBridge, enabled: bool,
+                   options: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
+    """`jobbridge.scheduling.commands.running_beside`, imported only when ``--schedule`` asks for a scheduler."""
+    if not enabled:
+        return contextlib.nullcontext()
+    from jobbridge.scheduling.commands import running_beside as scheduler_beside
+
+    return scheduler_beside(bridge, enabled, options)
 
 
 def _echo_after_logs(text: str) -> None:

@@ -382,7 +382,7 @@ def test_a_worker_stopped_by_a_signal_loses_no_line(store: Store, stop: signal.S
 
 @pytest.mark.slow
 def test_worker_processes_sharing_stderr_never_cut_into_each_others_lines(store: Store) -> None:
-    store.push(4000)
+    store.push(4000, ms=5)  # at least 2.5 s of work for one process alone: the other certainly starts within it
     assert exited(store.worker("--processes", "2", "--stop-when-empty")) == 0
     lines = store.job_lines()
     assert len(lines) == 4000 == summary(store)
