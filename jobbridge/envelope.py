@@ -137,11 +137,12 @@ class Envelope:
         try:
             if env is None:
                 env = cls(**limits.envelope_fields(data))
-            count = env.attempts if attempts is None else limits.count(
-                "attempts (the store's count)", attempts, 0, MAX_ATTEMPTS)
-            if added is not None:
-                count = limits.count("attempts (the store's count)",
-                                     count + limits.count("attempts added", added, 0, MAX_ATTEMPTS), 1, MAX_ATTEMPTS)
+            count = env.attempts if attempts is None else attempts
+            if (type(count) is not int or type(added) is not int or count < 0 or added < 0
+                    or not 1 <= count + added <= MAX_ATTEMPTS):  # what a reserve hands out passes as it is
+                count = _counted(env.attempts, attempts, added)
+            else:
+                count += added
         except limits.FieldRefused as exc:
             raise PayloadDecodeError(f"stored message: {exc}") from None
         if count != env.attempts:
@@ -174,6 +175,15 @@ class Envelope:
         return dataclasses.replace(self, **changes)
 
 
+def _counted(stored: int, attempts: int | None, added: int | None) -> int:
+    """The attempt count a decode hands out, each part held to its range (`limits.FieldRefused` if out)."""
+    count = stored if attempts is None else limits.count("attempts (the store's count)", attempts, 0, MAX_ATTEMPTS)
+    if added is not None:
+        count = limits.count("attempts (the store's count)",
+                             count + limits.count("attempts added", added, 0, MAX_ATTEMPTS), 1, MAX_ATTEMPTS)
+    return count
+
+
 def _as_stored(cls: type[Envelope], data: dict[str, Any]) -> Envelope | None:
     """The envelope of parsed JSON taken as it is, when `limits.fields_in_range` finds nothing to change; else None."""
     get = cast("Callable[[str], Any]", data.get)  # a missing field is None, which `limits.fields_in_range` refuses
@@ -201,6 +211,8 @@ class Reservation:
     lease_until: float
     body: bytes = b""
     decode_error: str | None = None
+    #: the result store had cancelled the job when the driver reserved it (`drivers.base.ReadsCancellations`)
+    cancelled: bool = False
 
     @property
     def id(self) -> str:

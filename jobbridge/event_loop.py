@@ -30,21 +30,17 @@ class EventLoop:
         ``on_start`` gets the future, so that a cancellation (terminate) can cancel it.
         """
         loop = self._ensure()
-
-        async def bounded() -> Any:
-            try:
-                async with asyncio.timeout(timeout):  # no task of its own, as `wait_for` makes one per attempt
-                    return await coro
-            except TimeoutError:
-                raise JobTimeout(f"attempt exceeded its timeout of {timeout:g}s and was cancelled") from None
-
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(bounded(), loop)
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(bounded(coro, timeout), loop)
         if on_start is not None:
             on_start(future)
         try:
             return future.result()
         except CancelledError:
             raise JobCancelled("the job was cancelled while running (terminate=True)") from None
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Have the loop call ``callback`` (from any thread), starting the loop if need be."""
+        self._ensure().call_soon_threadsafe(callback)
 
     def _ensure(self) -> asyncio.AbstractEventLoop:
         with self._lock:
@@ -72,4 +68,13 @@ class EventLoop:
         loop.call_soon_threadsafe(loop.stop)
 
 
-__all__ = ["EventLoop"]
+async def bounded(coro: Awaitable[Any], timeout: float) -> Any:
+    """Await ``coro``; at ``timeout`` it is cancelled and `JobTimeout` raised."""
+    try:
+        async with asyncio.timeout(timeout):  # no task of its own, as `wait_for` makes one per attempt
+            return await coro
+    except TimeoutError:
+        raise JobTimeout(f"attempt exceeded its timeout of {timeout:g}s and was cancelled") from None
+
+
+__all__ = ["EventLoop", "bounded"]

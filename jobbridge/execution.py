@@ -82,6 +82,7 @@ class Executor:
         self._guard = threading.Lock()
         self._middleware: tuple[Middleware, ...] = tuple(middleware)  # the app's; then `_timed`, innermost
         self._async: dict[type, bool] = {}  # job class -> whether its handle is a coroutine function
+        self._on_loop: dict[type, bool] = {}  # job class -> `runs_on_loop`
 
     # -- the attempt -------------------------------------------------------------------------
 
@@ -98,46 +99,60 @@ class Executor:
     def _attempt(self, res: Reservation) -> Outcome:
         start = time.perf_counter()
         env = res.envelope
-        if env.id in self.cancelled_ids:
+        if res.cancelled or env.id in self.cancelled_ids:  # marked by a driver that read them in its reserve
             self.cancelled_ids.discard(env.id)
             return self._revoked(res, None, start, terminated=False)
         if has_expired(res, self.clock):  # acknowledged unrun, never retried, stored REVOKED
             return dropped(res, self._class_or_none(env.name), self.tracker, _ms(start))
-        ready = self._prepare(res, start)
+        ready = self.prepare(res, start)
         if isinstance(ready, Outcome):
             return ready
         cls, ctx = ready
         if signals.job_processing.receivers:  # no call (and no keyword dict) per attempt while nobody listens
             signals.send(signals.job_processing, cls, ctx=ctx, envelope=env)
-        if self.tracker is not None:
+        if self.tracker is not None and options_of(cls).track_started:  # no call for the many jobs that do not
             self.tracker.started(ctx, options_of(cls))
-        with self._guard:
-            self._running[env.id] = None
+        self.begin(env.id, None)
         try:
             with self.container.scope():
                 value = self._call(ctx, 0)
-        except JobCancelled:
-            return self._revoked(res, ctx, start, terminated=True)
-        except ReleaseJob as exc:
-            return self._release(ctx, res, exc, exc.delay, start)
-        except AcknowledgeJob:
-            return self._finish(Outcome(res, "acknowledge", "ignored", duration_ms=_ms(start)), ctx)
-        except FailJob as exc:
-            return self._give_up(ctx, res, exc, start)
         except Exception as exc:
-            if env.attempts < env.tries:
-                return self._release(ctx, res, exc, ctx.job.backoff(env.attempts), start)
-            return self._give_up(ctx, res, exc, start)
+            return self.decide(ctx, res, exc, start)
         finally:
-            with self._guard:
-                self._running.pop(env.id, None)
-                self._doomed.discard(env.id)
+            self.ended(env.id)
+        return self.succeeded(cls, ctx, res, value, start)
+
+    def begin(self, job_id: str, future: Future[Any] | None) -> bool:
+        """An attempt of ``job_id`` starts (``future``: what cancels it); True if a terminate came first."""
+        with self._guard:
+            self._running[job_id] = future
+            return job_id in self._doomed
+
+    def ended(self, job_id: str) -> None:
+        with self._guard:
+            self._running.pop(job_id, None)
+            self._doomed.discard(job_id)
+
+    def succeeded(self, cls: type, ctx: JobContext, res: Reservation, value: Any, start: float) -> Outcome:
         outcome = Outcome(res, "acknowledge", "succeeded", duration_ms=_ms(start))
         if signals.job_processed.receivers:
-            signals.send(signals.job_processed, cls, ctx=ctx, envelope=env, duration_ms=outcome.duration_ms)
+            signals.send(signals.job_processed, cls, ctx=ctx, envelope=res.envelope, duration_ms=outcome.duration_ms)
         return self._finish(outcome, ctx, value)
 
-    def _prepare(self, res: Reservation, start: float) -> Outcome | tuple[type, JobContext]:
+    def decide(self, ctx: JobContext, res: Reservation, exc: Exception, start: float) -> Outcome:
+        """The outcome of an attempt that raised ``exc``: revoked, released, ignored or failed."""
+        env = res.envelope
+        if isinstance(exc, JobCancelled):
+            return self._revoked(res, ctx, start, terminated=True)
+        if isinstance(exc, ReleaseJob):
+            return self._release(ctx, res, exc, exc.delay, start)
+        if isinstance(exc, AcknowledgeJob):
+            return self._finish(Outcome(res, "acknowledge", "ignored", duration_ms=_ms(start)), ctx)
+        if not isinstance(exc, FailJob) and env.attempts < env.tries:
+            return self._release(ctx, res, exc, ctx.job.backoff(env.attempts), start)
+        return self._give_up(ctx, res, exc, start)
+
+    def prepare(self, res: Reservation, start: float) -> Outcome | tuple[type, JobContext]:
         """The job class and context to run, or the outcome of a message that must not run.
 
         A message that cannot become a job (undecodable, an attempt count out of
@@ -164,6 +179,23 @@ class Executor:
             )
             return self._give_up(ctx, res, lost, start)
         return cls, ctx
+
+    def runs_on_loop(self, res: Reservation) -> bool:
+        """Whether the worker may run this attempt on the event loop itself (`jobbridge.worker_async`).
+
+        Only an ``async def handle`` with nothing to run around it on a thread: no
+        middleware, no attempt hook, no result-store write (``store_result``, ``track_started``).
+        """
+        if ATTEMPT_HOOKS or self._middleware or res.decode_error is not None or res.envelope.name not in self.registry:
+            return False
+        cls = self.registry.get(res.envelope.name)
+        fits = self._on_loop.get(cls)
+        if fits is None:
+            options = options_of(cls)
+            fits = self._on_loop[cls] = (inspect.iscoroutinefunction(getattr(cls, "handle", None))
+                                         and not options.store_result
+                                         and not options.track_started)
+        return fits
 
     def _context(self, env: Envelope, job: Any) -> JobContext:
         return JobContext(
@@ -288,7 +320,8 @@ class Executor:
         _log_attempt(outcome.reservation.envelope, outcome)
         if self.tracker is not None:
             options: JobOptions = options_of(type(ctx.job))
-            self.tracker.settled(outcome, options, value)
+            if options.store_result or outcome.label == "revoked":  # what `ResultTracker.settled` writes at all
+                self.tracker.settled(outcome, options, value)
         return outcome
 
     # -- applying outcomes -------------------------------------------------------------------

@@ -17,8 +17,9 @@ from collections.abc import Callable
 
 from jobbridge.backoff import DEFAULT_BACKOFF
 from jobbridge.envelope import Reservation
-from jobbridge.execution import describe
+from jobbridge.execution import Executor, describe
 from jobbridge.outcome import Outcome
+from jobbridge.worker_async import LoopAttempts
 
 log = logging.getLogger("jobbridge.worker")
 
@@ -33,12 +34,18 @@ def outcome_of_a_fault(res: Reservation, exc: BaseException) -> Outcome:
 
 
 class Pool:
-    """``size`` daemon threads running attempts handed over through one queue."""
+    """``size`` daemon threads running attempts handed over through one queue.
+
+    With an ``executor``, the attempts it can run on its event loop (`Executor.runs_on_loop`: an
+    ``async def handle`` and nothing around it) are started there instead (`jobbridge.worker_async`),
+    at most ``size`` at once too, without a thread hand-off per attempt.
+    """
 
     def __init__(self, size: int, run: Callable[[Reservation], Outcome],
-                 done: Callable[[Outcome], None]) -> None:
+                 done: Callable[[Outcome], None], *, executor: Executor | None = None) -> None:
         self._inbox: queue.SimpleQueue[Reservation | None] = queue.SimpleQueue()
         self._run, self._done = run, done
+        self._loop = None if executor is None else LoopAttempts(size, executor, done, outcome_of_a_fault)
         self._busy = [False] * size  # slot i: whether thread i is in an attempt
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"jobbridge-worker-{i}", daemon=True)
                          for i in range(size)]
@@ -46,12 +53,16 @@ class Pool:
             thread.start()
 
     def submit(self, reservation: Reservation) -> None:
-        self._inbox.put(reservation)
+        loop = self._loop
+        if loop is not None and loop.takes(reservation):
+            loop.submit(reservation)
+        else:
+            self._inbox.put(reservation)
 
     @property
     def running(self) -> int:
         """Attempts running now (read by the monitor thread once a second; each thread sets its own slot)."""
-        return sum(self._busy)
+        return sum(self._busy) + (0 if self._loop is None else self._loop.running)
 
     def _serve(self, slot: int) -> None:
         busy = self._busy

@@ -84,6 +84,9 @@ class Settler:
                 self._failed("acknowledge and reserve", exc)
                 return []
             self._succeeded()
+            if len(plain) == len(self.pending):  # the usual batch: nothing but plain acknowledgements
+                self.pending = []
+                return plain
             ids = {id(o) for o in plain}
             self.pending = [o for o in self.pending if id(o) not in ids]
             return plain + self._settle_batch(still_ours) if self.pending else plain

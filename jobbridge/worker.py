@@ -29,7 +29,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from jobbridge import signals
-from jobbridge.drivers.base import AcknowledgingReserve
+from jobbridge.drivers.base import AcknowledgingReserve, ReadsCancellations
 from jobbridge.envelope import Reservation
 from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome, WorkStats
@@ -75,6 +75,8 @@ class Worker:
         self.driver = bridge.driver(conn.name)
         #: the driver, when it can acknowledge and reserve in one transaction (`_settle`)
         self._combined = self.driver if isinstance(self.driver, AcknowledgingReserve) else None
+        #: the driver looks the result store's cancellations up in its reserve (`ReadsCancellations`, set by `run`)
+        self._reads_cancellations = False
         self.executor: Executor = bridge.executor(conn.name)
         self.stats = WorkStats()
         #: attempts let go of, by queue: [ended, failed, released]; written by the loop alone, read by the
@@ -106,7 +108,10 @@ class Worker:
         """Work until stopped (or --once / --max-jobs / --stop-when-empty); returns what was done."""
         self.bridge.settings.check_reservations()
         self.gate.check(self.connection, self.bridge.settings.connection(self.connection).driver)
-        pool = self._pool = Pool(self.options.concurrency, self.executor.run, self._finished)
+        tracker = self.executor.tracker
+        self._reads_cancellations = (tracker is not None and isinstance(self.driver, ReadsCancellations)
+                                     and self.driver.read_cancellations(tracker.store))
+        pool = self._pool = Pool(self.options.concurrency, self.executor.run, self._finished, executor=self.executor)
         watchdog = self.executor.watchdog
         watchdog.listeners.append(self._on_stuck)
         restore = on_stop_signals(self._on_signal)
@@ -248,7 +253,8 @@ class Worker:
 
     def _accept(self, pool: Pool, got: list[Reservation], asked: float) -> None:
         """Hold what a reserve (``asked``: when it was called) returned, and hand it to the threads."""
-        if got:  # one look at the cancelled set per batch: a cancelled job is acknowledged unrun
+        if got and not self._reads_cancellations:  # one look at the cancelled set per batch: a cancelled job
+            # is acknowledged unrun (a driver that read them in the reserve marked its reservations instead)
             self._store("check cancellations", lambda: self.executor.refresh_cancellations([r.id for r in got]))
         for res in got:
             self._held[res.id] = res
@@ -267,8 +273,9 @@ class Worker:
         """
         size, held = self.options.concurrency, len(self._held) - self.gate.waiting - settling  # waiting: no thread
         ahead = int(size * min(MAX_AHEAD, PREFETCH_MS / self._avg_ms)) if self._avg_ms < PREFETCH_MS * 5 else 0
-        # with jobs ahead, let the threads work the batch down to their number before reserving more
-        return self.lifecycle.room(0 if ahead and held > size else size + ahead - held)
+        # with jobs ahead, reserve again once the threads have worked half of them off, not all: the
+        # next batch is asked for while they still run the rest
+        return self.lifecycle.room(0 if ahead and held > size + ahead // 2 else size + ahead - held)
 
     def _busy(self) -> bool:
         """Held jobs still to finish (a stuck one is not waited for) or outcomes still to store."""
@@ -286,9 +293,15 @@ class Worker:
         return min(max(0.0, due - self.monotonic()), self.gate.until_due())
 
     def _finished(self, outcome: Outcome) -> None:
-        """From a pool thread: hand the outcome to the loop."""
+        """From a pool thread: hand the outcome to the loop.
+
+        The wake is set only when it is not set already (`Event.set` takes a lock and
+        notifies every time): the loop clears it before it collects, so an outcome
+        appended while it is still set is collected by that same round.
+        """
         self._done.append(outcome)
-        self._wake.set()
+        if not self._wake.is_set():
+            self._wake.set()
 
     # -- settling ----------------------------------------------------------------------------
 
@@ -321,9 +334,10 @@ class Worker:
 
     def _collect(self) -> None:
         """Finished attempts to the settler; one whose lease was lost is let go unstored."""
-        while self._done:
-            outcome = self._done.popleft()
-            if outcome.reservation.id in self._lost:
+        done, lost = self._done, self._lost
+        while done:
+            outcome = done.popleft()
+            if lost and outcome.reservation.id in lost:
                 log.warning("job %s finished after its reservation was lost; its outcome (%s) is not "
                             "stored, and another attempt runs or will run", outcome.reservation.id, outcome.label)
                 self._let_go(outcome)
@@ -350,15 +364,18 @@ class Worker:
 
     def _let_go(self, outcome: Outcome) -> None:
         """Done with a job: no longer held, so no longer renewed."""
-        job_id = outcome.reservation.id
+        env = outcome.reservation.envelope
+        job_id = env.id
         self._held.pop(job_id, None)
         self._renewed.pop(job_id, None)
-        self._lost.discard(job_id)
-        self._stuck.discard(job_id)
+        if self._lost:
+            self._lost.discard(job_id)
+        if self._stuck:
+            self._stuck.discard(job_id)
         self.stats.add(outcome)
-        counts = self.counts.get(outcome.reservation.envelope.queue)
+        counts = self.counts.get(env.queue)
         if counts is None:
-            counts = self.counts[outcome.reservation.envelope.queue] = [0, 0, 0]
+            counts = self.counts[env.queue] = [0, 0, 0]
         counts[0] += 1
         if outcome.action != "acknowledge":
             counts[1 if outcome.action == "fail" else 2] += 1

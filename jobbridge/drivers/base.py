@@ -254,6 +254,25 @@ class JobLimits:
 
 
 @runtime_checkable
+class ReadsCancellations(Protocol):
+    """Optional beside `Driver`: look up a result store's cancellations in the reserve's own round trip.
+
+    A worker asks its result store which jobs of every reserved batch were
+    cancelled before it starts any of them: a round trip per batch of its own.
+    A driver whose store can read the result store's cancelled set in the same
+    call (the Redis driver, when the result store is on the same server and
+    database) says so in `read_cancellations`; every reservation it hands out
+    from then on has ``cancelled`` set when the job was cancelled at the moment
+    it was reserved, and the worker skips its own lookup. Running jobs asked
+    to be stopped are still found at the heartbeat, as ever.
+    """
+
+    def read_cancellations(self, store: object) -> bool:
+        """Look ``store``'s cancellations up in every reserve from now on, if this driver can (True); else False."""
+        ...
+
+
+@runtime_checkable
 class JobChecking(Protocol):
     """Optional beside `Driver`: a store that cuts off a job held too long checks the job types at start.
 

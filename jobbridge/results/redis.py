@@ -239,6 +239,11 @@ class RedisResultStore:
         with translated():
             self._cancel([self._key("cancelled")], args)
 
+    @property
+    def cancelled_key(self) -> str:
+        """The sorted set of cancelled ids, each scored by when its cancellation expires (`cancelled` reads it)."""
+        return self._key("cancelled")
+
     def cancelled(self, ids: Sequence[str]) -> set[str]:
         unique = list(dict.fromkeys(ids))
         if not unique:

