@@ -3,7 +3,7 @@
 Every claim sets ``token`` and ``reserved_until`` and adds one to ``attempts``
 (unless the count is out of range: see `counted`) on rows that were not
 reserved and are due, oldest ``available_at`` first, and returns them in that
-order as `ClaimedRow`s. They differ in how they keep two workers from taking
+order as `ClaimedRow`s (the SQL itself is in `hot_sql`). They differ in how they keep two workers from taking
 the same row:
 
 - SQLite: one ``UPDATE ... WHERE id IN (SELECT ... LIMIT n) RETURNING`` inside
@@ -17,14 +17,14 @@ the same row:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
-from sqlalchemy import ColumnElement, Connection, Integer, Select, and_, bindparam, case, select, update
+from sqlalchemy import Connection
 
+from jobbridge.drivers.database import hot_sql
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL
 from jobbridge.drivers.database.limits import ATTEMPTS_CEILING, attempts_problem
-from jobbridge.drivers.database.schema import jobs
 from jobbridge.envelope import Reservation, raw_bytes, reservation_from_body, undecodable
 
 
@@ -39,40 +39,22 @@ class ClaimedRow(NamedTuple):
 
 
 class Claim(Protocol):
+    """Claim up to ``limit`` rows of ``queue``, having first deleted the rows held under ``acknowledged``."""
+
     def __call__(
         self, conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+        acknowledged: Sequence[tuple[str, str]] = (),
     ) -> list[ClaimedRow]: ...
 
 
-_RETURNED = (jobs.c.id, jobs.c.queue, jobs.c.body, jobs.c.attempts, jobs.c.available_at)
-# One row's count must never fail the claim of its whole queue ("integer out of range" on a
-# 32-bit column): a count no dispatch could have stored is left as it is, to be failed as malformed.
-_COUNT_IS_SANE = and_(jobs.c.attempts >= 0, jobs.c.attempts < ATTEMPTS_CEILING)
-_MARK = {
-    "token": bindparam("new_token"),
-    "reserved_until": bindparam("lease_until"),
-    "attempts": case((_COUNT_IS_SANE, jobs.c.attempts + 1), else_=jobs.c.attempts),
-}
-
-
 def counted(attempts: Any) -> Any:
-    """What `_MARK` makes of a stored count, for the claim that reads it before marking (MariaDB)."""
+    """What the claim's SET makes of a stored count (`hot_sql`), for the claim that reads it before marking (MariaDB).
+
+    One row's count must never fail the claim of its whole queue ("integer out of range" on a 32-bit
+    column): a count no dispatch could have stored is left as it is, to be failed as malformed.
+    """
     sane = isinstance(attempts, int) and 0 <= attempts < ATTEMPTS_CEILING
     return attempts + 1 if sane else attempts
-
-
-def _ready(*columns: ColumnElement[Any]) -> Select[Any]:
-    """The due, unreserved rows of one queue, in the order they are handed out."""
-    return (
-        select(*(columns or (jobs.c.id,)))
-        .where(
-            jobs.c.queue == bindparam("in_queue"),
-            jobs.c.reserved_until.is_(None),
-            jobs.c.available_at <= bindparam("due_by"),
-        )
-        .order_by(jobs.c.available_at, jobs.c.id)
-        .limit(bindparam("batch", type_=Integer))
-    )
 
 
 def _in_order(rows: Iterable[Any]) -> list[ClaimedRow]:
@@ -82,42 +64,48 @@ def _in_order(rows: Iterable[Any]) -> list[ClaimedRow]:
     return claimed
 
 
-_SQLITE_CLAIM = update(jobs).where(jobs.c.id.in_(_ready())).values(**_MARK).returning(*_RETURNED)
+Receipts = Sequence[tuple[str, str]]
+
+
+def forget(conn: Connection, receipts: Receipts) -> None:
+    """Delete the rows still held under ``receipts`` (acknowledge them), in the caller's transaction."""
+    dialect = conn.dialect
+    for sql, params in hot_sql.forget_statements(dialect.name, dialect.paramstyle, receipts):
+        conn.exec_driver_sql(sql, params)
 
 
 def claim_sqlite(
-    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
 ) -> list[ClaimedRow]:
-    """Claim under SQLite's write lock (the caller began with ``BEGIN IMMEDIATE``)."""
-    params = {"in_queue": queue, "due_by": now, "batch": limit, "new_token": token, "lease_until": until}
-    return _in_order(conn.execute(_SQLITE_CLAIM, params))
-
-
-_PICKED = _ready().with_for_update(skip_locked=True).cte("picked")
-_POSTGRES_CLAIM = update(jobs).where(jobs.c.id == _PICKED.c.id).values(**_MARK).returning(*_RETURNED)
+    """Claim under SQLite's write lock (the caller began with ``BEGIN IMMEDIATE``), after the acknowledgement."""
+    forget(conn, acknowledged)
+    return _in_order(conn.exec_driver_sql(hot_sql.SQLITE_CLAIM, (token, until, queue, now, limit)))
 
 
 def claim_postgres(
-    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
 ) -> list[ClaimedRow]:
-    """Claim in one statement; rows another transaction has locked are skipped, never waited on."""
-    params = {"in_queue": queue, "due_by": now, "batch": limit, "new_token": token, "lease_until": until}
-    return _in_order(conn.execute(_POSTGRES_CLAIM, params))
+    """Claim in one statement, the acknowledgement folded in; rows another transaction has locked are skipped.
 
-
-_MYSQL_PICK = _ready(*_RETURNED).with_for_update(skip_locked=True)
-_MYSQL_MARK = update(jobs).where(jobs.c.id.in_(bindparam("ids", expanding=True))).values(**_MARK)
+    The driver runs it in autocommit (`DatabaseDriver._reserve_now`): the statement is its own transaction.
+    """
+    claim = (queue, now, limit, token, until)
+    if not acknowledged:
+        return _in_order(conn.exec_driver_sql(hot_sql.POSTGRES_CLAIM, claim))
+    params = (*hot_sql.receipt_arrays(acknowledged), *claim)
+    return _in_order(conn.exec_driver_sql(hot_sql.POSTGRES_FORGET_AND_CLAIM, params))
 
 
 def claim_mysql(
-    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
+    conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
 ) -> list[ClaimedRow]:
-    """Lock the rows, then mark them; the lock lasts until the caller's transaction commits."""
-    picked = conn.execute(_MYSQL_PICK, {"in_queue": queue, "due_by": now, "batch": limit}).all()
+    """After the acknowledgement, lock the rows, then mark them; the lock lasts until the transaction commits."""
+    forget(conn, acknowledged)
+    picked = conn.exec_driver_sql(hot_sql.MYSQL_PICK, (queue, now, limit)).all()
     if not picked:
         return []
     ids = [row[0] for row in picked]
-    conn.execute(_MYSQL_MARK, {"ids": ids, "new_token": token, "lease_until": until})
+    conn.exec_driver_sql(hot_sql.mysql_mark(len(ids)), (token, until, *ids))
     return [ClaimedRow(row[0], row[1], row[2], counted(row[3]), row[4]) for row in picked]
 
 

@@ -46,8 +46,8 @@ from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.database import failed, migrations, purge
 from jobbridge.drivers.database.after_fork import reset_after_fork
 from jobbridge.drivers.database.ages import DatabaseAges
-from jobbridge.drivers.database.claims import ClaimedRow, claim_for, reservation_of
-from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, build_engine, describe, parse_url
+from jobbridge.drivers.database.claims import ClaimedRow, claim_for, forget, reservation_of
+from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, build_engine, describe, hot_engine, parse_url
 from jobbridge.drivers.database.failures import read_transaction, translated, write_transaction
 from jobbridge.drivers.database.joined import joined_connection
 from jobbridge.drivers.database.limits import encoded, max_message_bytes, packet_limit
@@ -150,6 +150,8 @@ class DatabaseDriver:
         self.ages = DatabaseAges(self)
         self._claim = claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
+        # the claims and acknowledgements: commits that need not wait for the disk (`hot_engine`)
+        self._statements = hot_engine(self.url, timeouts, self.engine)
         self._copies = self.dialect == POSTGRESQL and self.engine.dialect.driver == "psycopg"
         self._returning = self.dialect != MYSQL  # MariaDB has no UPDATE ... RETURNING
         self._listener: Listener | None = None
@@ -217,25 +219,30 @@ class DatabaseDriver:
         return self._reserve_waiting(queues, limit, wait)
 
     def _reserve_now(self, queues: Sequence[str], limit: int,
-                     first: Callable[[Connection], object] | None = None) -> list[Reservation]:
-        """Claim up to ``limit`` in one transaction, after ``first`` (an acknowledgement) in the same one."""
+                     acknowledged: Sequence[Reservation] = ()) -> list[Reservation]:
+        """Claim up to ``limit``, after acknowledging ``acknowledged`` in the same transaction.
+
+        On PostgreSQL each queue's claim is one statement run in autocommit, the
+        acknowledgement folded into the first (`claims.claim_postgres`): its own
+        transaction, one round trip. Elsewhere the whole is one transaction.
+        """
         now = self.clock.now()
         until = now + self.reservation
         token = new_id()  # one token for the whole batch; the id tells its rows apart
+        receipts = [r.receipt for r in acknowledged]
 
         def claim(conn: Connection) -> list[ClaimedRow]:
-            if first is not None:
-                first(conn)
             claimed: list[ClaimedRow] = []
-            for queue in queues:
-                claimed += self._claim(conn, queue=queue, limit=limit - len(claimed),
-                                       token=token, now=now, until=until)
+            for at, queue in enumerate(queues):
+                claimed += self._claim(conn, queue=queue, limit=limit - len(claimed), token=token, now=now,
+                                       until=until, acknowledged=() if at else receipts)
                 if len(claimed) >= limit:
                     break
             return claimed
 
-        action = "reserve jobs" if first is None else "acknowledge jobs and reserve more"
-        return [reservation_of(row, token, until, now) for row in self._write(action, claim)]
+        action = "acknowledge jobs and reserve more" if receipts else "reserve jobs"
+        rows = write_transaction(self._statements, action, claim)
+        return [reservation_of(row, token, until, now) for row in rows]
 
     def _reserve_waiting(self, queues: Sequence[str], limit: int, wait: float) -> list[Reservation]:
         listener = self._listen()
@@ -266,10 +273,9 @@ class DatabaseDriver:
     # -- the outcome of an attempt -------------------------------------------
 
     def acknowledge(self, reservations: Sequence[Reservation]) -> None:
-        if not reservations:
-            return
-        statement = delete(jobs).where(_held(reservations))
-        self._write("acknowledge jobs", lambda conn: conn.execute(statement))
+        if reservations:
+            receipts = [r.receipt for r in reservations]
+            write_transaction(self._statements, "acknowledge jobs", lambda conn: forget(conn, receipts))
 
     def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
                                 limit: int) -> list[Reservation]:
@@ -282,8 +288,7 @@ class DatabaseDriver:
             return []
         if not reservations:
             return self._reserve_now(queues, limit)
-        statement = delete(jobs).where(_held(reservations))
-        return self._reserve_now(queues, limit, first=lambda conn: conn.execute(statement))
+        return self._reserve_now(queues, limit, reservations)
 
     def release(self, reservation: Reservation, delay: float) -> None:
         job_id, token = reservation.receipt
@@ -400,6 +405,7 @@ class DatabaseDriver:
             self._listener.close()
             self._listener = None
         self.engine.dispose()
+        self._statements.dispose()
 
 
 def _counts_query(now: float) -> Select[Any]:
@@ -410,5 +416,6 @@ def _counts_query(now: float) -> Select[Any]:
 
 
 def _forget_listener(driver: DatabaseDriver) -> None:
-    """In a forked child: the parent's listener thread is not there (the pool is emptied beside this)."""
+    """In a forked child: the parent's listener thread is not there; empty the claims' pool too."""
     driver._listener = None
+    driver._statements.dispose(close=False)

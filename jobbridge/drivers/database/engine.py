@@ -13,9 +13,10 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, PoolResetState
 
-from jobbridge.drivers.database import aliases, bounds
+from jobbridge.drivers.database import aliases, bounds, liveness
+from jobbridge.drivers.database.failures import COMMITTED
 from jobbridge.drivers.database.settings import SQLITE_BUSY_TIMEOUT, Timeouts
 from jobbridge.errors import ConfigurationError, RefusedSetting
 from jobbridge.redaction import mask_url, quoted
@@ -31,7 +32,8 @@ _DEFAULT_DBAPI = {
     "mariadb": "mysql+pymysql",
 }
 
-__all__ = ["MYSQL", "POSTGRESQL", "SQLITE", "SQLITE_BUSY_TIMEOUT", "build_engine", "describe", "parse_url"]
+__all__ = ["MYSQL", "POSTGRESQL", "SQLITE", "SQLITE_BUSY_TIMEOUT", "build_engine", "describe", "hot_engine",
+           "parse_url"]
 
 
 def parse_url(url: str) -> URL:
@@ -78,11 +80,12 @@ def describe(url: URL) -> str:
     return f"{backend} at {mask_url(public.render_as_string(hide_password=True))}"
 
 
-def build_engine(url: URL, timeouts: Timeouts | None = None) -> Engine:
-    """An engine for the driver: pre-pinged pools for servers, WAL and explicit BEGINs for SQLite.
+def build_engine(url: URL, timeouts: Timeouts | None = None, *, durable: bool = True) -> Engine:
+    """An engine for the driver: dropped server connections replaced at checkout (`liveness`); WAL for SQLite.
 
     ``timeouts`` are the connection's as written (`jobbridge.drivers.database.settings`);
     unwritten, each is the default, so no engine built here waits for ever (`bounds`).
+    ``durable=False`` is for the worker's claims and acknowledgements only (`hot_engine`).
     """
     timeouts = timeouts or Timeouts()
     backend = url.get_backend_name()
@@ -90,19 +93,69 @@ def build_engine(url: URL, timeouts: Timeouts | None = None) -> Engine:
         if timeouts.connect is not None:
             raise RefusedSetting("connect_timeout", "SQLite is a file on this host: there is no connection to "
                                  "wait for", "nothing; remove it", where=f"the database connection to {describe(url)}")
-        return _sqlite_engine(url, timeouts.statement_seconds(sqlite=True))
+        return _sqlite_engine(url, timeouts.statement_seconds(sqlite=True), "FULL" if durable else "NORMAL")
     # hide_parameters: an error quotes the statement, never the values bound to it (a payload)
-    options: dict[str, Any] = {"pool_pre_ping": True, "hide_parameters": True,
+    options: dict[str, Any] = {"hide_parameters": True,
                                "connect_args": bounds.connect_args(backend, url.query, timeouts)}
     if backend == MYSQL:
-        # READ COMMITTED: a locking read takes no gap locks, so a claim never blocks a push
-        options.update(isolation_level="READ COMMITTED", pool_recycle=3600)
+        # READ COMMITTED: a locking read takes no gap locks, so a claim never blocks a push;
+        # the pool's ROLLBACK at check-in only after anything but a commit (`reset_unless_committed`)
+        options.update(isolation_level="READ COMMITTED", pool_recycle=3600, pool_reset_on_return=None)
     engine = create_engine(url, **options)
+    if backend == MYSQL:
+        event.listen(engine, "reset", reset_unless_committed)
+    liveness.install(engine)  # a dropped connection is replaced at checkout, as pool_pre_ping would
+    if backend == POSTGRESQL and not durable:
+        event.listen(engine, "connect", _commit_without_waiting)
     bounds.install(engine, backend, describe(url), timeouts, url.query)
     return engine
 
 
-def _sqlite_engine(url: URL, busy_timeout: float) -> Engine:
+def hot_engine(url: URL, timeouts: Timeouts | None, engine: Engine) -> Engine:
+    """The engine a worker's claims and acknowledgements run on, beside ``engine`` (everything else's).
+
+    Losing one of those commits to a power cut or an OS crash loses no job: an
+    acknowledgement undone runs its job again, as after a worker killed before
+    it acknowledged, and a claim undone leaves its jobs to be claimed again. So
+    their commit does not wait for the disk: SQLite with ``synchronous=NORMAL``,
+    PostgreSQL with ``synchronous_commit = off``, each statement in autocommit
+    (`claims.claim_postgres`). A later durable commit (a dispatch: ``FULL``, or
+    PostgreSQL's default) flushes the log with everything written before it, so
+    nothing a dispatch committed is ever behind one of these. MariaDB's flush
+    is the server's setting alone: there the engine is ``engine`` itself.
+    """
+    backend = url.get_backend_name()
+    if backend == SQLITE:
+        return build_engine(url, timeouts, durable=False)
+    if backend == POSTGRESQL:
+        return build_engine(url, timeouts, durable=False).execution_options(isolation_level="AUTOCOMMIT")
+    return engine
+
+
+def reset_unless_committed(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry,
+                           state: PoolResetState) -> None:
+    """A MariaDB connection back in the pool: roll back, unless its last act was a commit or a rollback.
+
+    The pool's own reset rolls back at every check-in, and PyMySQL sends that
+    ``ROLLBACK`` to the server even when no transaction is open: a round trip
+    after every committed write, a fifth of a worker's per-batch round trips.
+    `failures.write_transaction` marks a connection whose transaction it
+    committed; SQLAlchemy says when its own close rolled back. Any other
+    connection (a failed commit, a raw one) is rolled back as before.
+    """
+    committed = record.info.pop(COMMITTED, False)
+    if not (committed or state.transaction_was_reset):
+        dbapi_connection.rollback()
+
+
+def _commit_without_waiting(dbapi_connection: DBAPIConnection, record: ConnectionPoolEntry) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("SET synchronous_commit = off")
+    cursor.close()
+    dbapi_connection.commit()  # a SET in a transaction rolled back would be undone with it
+
+
+def _sqlite_engine(url: URL, busy_timeout: float, synchronous: str) -> Engine:
     Path(url.database or "").parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(url, connect_args={"timeout": busy_timeout}, hide_parameters=True)
 
@@ -113,7 +166,8 @@ def _sqlite_engine(url: URL, busy_timeout: float) -> Engine:
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         # FULL: a commit that returned survives a power cut, as may_lose_an_accepted_job=False says
-        cursor.execute("PRAGMA synchronous=FULL")
+        # (NORMAL only on `hot_engine`'s connections)
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.close()
 
     @event.listens_for(engine, "begin")

@@ -95,6 +95,8 @@ def is_deadlock(error: exc.DBAPIError) -> bool:
 
 
 T = TypeVar("T")
+#: set on a pooled connection's ``info`` when `write_transaction` committed on it, the last thing it did
+COMMITTED = "jobbridge_committed"
 
 
 def write_transaction(engine: Engine, action: str, work: Callable[[Connection], T]) -> T:
@@ -105,8 +107,12 @@ def write_transaction(engine: Engine, action: str, work: Callable[[Connection], 
     """
     for attempt in range(1, DEADLOCK_RETRIES + 1):
         try:
-            with engine.begin() as conn:
-                return work(conn)
+            with engine.connect() as conn:
+                with conn.begin():
+                    done = work(conn)
+                # committed: the pool need not roll back on its return (`engine.reset_unless_committed`)
+                conn.connection.info[COMMITTED] = True
+                return done
         except exc.DBAPIError as error:
             if attempt == DEADLOCK_RETRIES or not is_deadlock(error):
                 raise as_driver_error(action, error) from error

@@ -1,0 +1,98 @@
+"""The SQL of a worker's two statements per batch, the claim and the acknowledgement, as each client is given it.
+
+A busy worker runs these two a few hundred times a second. Given as
+SQLAlchemy constructs, each run pays for a cache key (a walk of the whole
+statement), a look-up of its compiled form, and, for an ``IN`` list, a new
+rendering of the SQL for every length; the acknowledgement's ``IN`` list also
+gave PostgreSQL a new statement text at almost every call, so psycopg never
+prepared it. Here they are the text the client receives, run by
+``Connection.exec_driver_sql`` (SQLAlchemy's error handling, its disconnect
+detection and the driver's translations still apply), with the client's own
+parameter marks: ``?`` for sqlite3, ``%s`` for psycopg and PyMySQL.
+
+They mean what `jobbridge.drivers.database.claims` documents: the due,
+unreserved rows of one queue in ``(available_at, id)`` order, marked with the
+batch's token and lease and one attempt more (a count outside
+``[0, ATTEMPTS_CEILING)`` is left as it is, to be failed as malformed); and
+the acknowledgement deletes only rows still held under their token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from functools import cache
+
+from jobbridge.drivers.database.engine import POSTGRESQL
+from jobbridge.drivers.database.limits import ATTEMPTS_CEILING
+from jobbridge.drivers.database.schema import jobs
+
+#: ids per acknowledging DELETE on SQLite and MariaDB: far below SQLite's bound on parameters
+ACK_CHUNK = 1000
+_T = jobs.name
+_MARK = (f"attempts = CASE WHEN attempts >= 0 AND attempts < {ATTEMPTS_CEILING} THEN attempts + 1 "
+         f"ELSE attempts END, token = {{m}}, reserved_until = {{m}}")
+_READY = (f"SELECT {{columns}} FROM {_T} WHERE queue = {{m}} AND reserved_until IS NULL AND available_at <= {{m}} "
+          "ORDER BY available_at, id LIMIT {m}")
+_RETURNED = "id, queue, body, attempts, available_at"
+
+#: SQLite, under the write lock its BEGIN IMMEDIATE took; parameters: token, lease, queue, due by, batch.
+#: RETURNING gives no order: the caller restores the claim's.
+SQLITE_CLAIM = (f"UPDATE {_T} SET {_MARK.format(m='?')} WHERE id IN ({_READY.format(columns='id', m='?')}) "
+                f"RETURNING {_RETURNED}")
+
+#: PostgreSQL, in one statement, skipping rows another transaction has locked; parameters: queue, due by,
+#: batch, token, lease. One text for every batch size: psycopg prepares it after a few runs.
+POSTGRES_CLAIM = (f"WITH picked AS ({_READY.format(columns='id', m='%s')} FOR UPDATE SKIP LOCKED) "
+                  f"UPDATE {_T} SET {_MARK.format(m='%s')} FROM picked WHERE {_T}.id = picked.id "
+                  f"RETURNING {', '.join(f'{_T}.{c}' for c in _RETURNED.split(', '))}")
+
+#: MariaDB (no UPDATE ... RETURNING): lock and read the rows (parameters: queue, due by, batch) ...
+MYSQL_PICK = f"{_READY.format(columns=_RETURNED, m='%s')} FOR UPDATE SKIP LOCKED"
+
+
+@cache
+def mysql_mark(count: int) -> str:
+    """... then mark them (parameters: token, lease, then the ``count`` ids); the lock lasts until commit."""
+    return f"UPDATE {_T} SET {_MARK.format(m='%s')} WHERE id IN ({', '.join(['%s'] * count)})"
+
+
+#: PostgreSQL: every receipt as two arrays, so one statement text (prepared) for any batch and any number of
+#: tokens; parameters: the ids, the tokens.
+POSTGRES_FORGET = (f"DELETE FROM {_T} AS held USING unnest(%s::text[], %s::text[]) AS receipt(id, token) "
+                   "WHERE held.id = receipt.id AND held.token = receipt.token")
+#: PostgreSQL: acknowledge and claim in one statement (its own transaction, in autocommit: one round trip
+#: where BEGIN, DELETE, UPDATE and COMMIT took four). The rows deleted are reserved and the rows claimed are
+#: not, so the two parts never touch one row. Parameters: the ids, the tokens, then the claim's.
+POSTGRES_FORGET_AND_CLAIM = f"WITH gone AS ({POSTGRES_FORGET}), {POSTGRES_CLAIM.removeprefix('WITH ')}"
+
+
+@cache
+def forget_in(mark: str, count: int) -> str:
+    """SQLite and MariaDB: delete ``count`` ids still held under one token (parameters: token, then the ids)."""
+    return f"DELETE FROM {_T} WHERE token = {mark} AND id IN ({', '.join([mark] * count)})"
+
+
+def forget_statements(dialect: str, paramstyle: str,
+                      receipts: Sequence[tuple[str, str]]) -> Iterator[tuple[str, tuple[object, ...]]]:
+    """The DELETEs (SQL, parameters) that acknowledge ``receipts``: one per token, per `ACK_CHUNK` ids.
+
+    A worker's acknowledgement holds the jobs of one or two reserve calls, so one or two statements
+    (on PostgreSQL always one).
+    """
+    if dialect == POSTGRESQL:
+        yield POSTGRES_FORGET, receipt_arrays(receipts)
+        return
+    by_token: dict[str, list[str]] = {}
+    for job_id, token in receipts:
+        by_token.setdefault(token, []).append(job_id)
+    for token, ids in by_token.items():
+        mark = "?" if paramstyle == "qmark" else "%s"
+        for at in range(0, len(ids), ACK_CHUNK):
+            chunk = ids[at:at + ACK_CHUNK]
+            yield forget_in(mark, len(chunk)), (token, *chunk)
+
+
+
+def receipt_arrays(receipts: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    """``(id, token)`` receipts as PostgreSQL's two array parameters: the ids, and the tokens beside them."""
+    return [job_id for job_id, _ in receipts], [token for _, token in receipts]
