@@ -108,9 +108,9 @@ def test_plain_deliveries_are_decoded_and_the_rest_left_to_py_amqp_however_the_s
         _delivery(4, b'{"c":3}', message_id="id-4", consumer="someone-else", **plain),
         _delivery(5, b'{"d":4}', message_id="id-5", **plain),
     ])
-    got: list[tuple[int, bool, bytes, str | None]] = []
-    fast = {"jobbridge:default:1": lambda *d: (got.append(d), conn.order.append(d[0]))}
-    plain_ones = [(1, False, b'{"a":1}', "id-1"), (2, True, b'{"b":2}', "id-2"), (5, False, b'{"d":4}', "id-5")]
+    got: list[tuple[int, bool, bytes, bytes]] = []
+    fast = {b"jobbridge:default:1": lambda *d: (got.append(d), conn.order.append(d[0]))}
+    plain_ones = [(1, False, b'{"a":1}', b"id-1"), (2, True, b'{"b":2}', b"id-2"), (5, False, b'{"d":4}', b"id-5")]
     for cut in (1, 7, 13, 64, len(stream)):  # every piece a recv of its own, down to a byte at a time
         got.clear()
         conn.methods.clear()
@@ -128,7 +128,7 @@ def test_plain_deliveries_are_decoded_and_the_rest_left_to_py_amqp_however_the_s
         py_amqp = {_tag(m): m[3] for m in conn.methods}
         for tag, _, body, job_id in plain_ones:
             if tag in py_amqp:
-                assert py_amqp[tag].body == body and py_amqp[tag].properties["message_id"] == job_id
+                assert py_amqp[tag].body == body and py_amqp[tag].properties["message_id"] == job_id.decode()
 
 
 def _tag(method: tuple[int, tuple[int, int], bytes, Any]) -> int:

@@ -41,6 +41,10 @@ KombuConnection: Any = _KombuConnection
 
 #: channel-level reply codes that mean the request is wrong, not the broker away
 _REFUSED_CODES = {311, 312, 313, 403, 404, 405, 406, 530, 540}
+#: this process's pid, renewed in a forked child: `Link.open` runs several times per job, and ``os.getpid`` is a
+#: system call each time
+_process = [os.getpid()]
+os.register_at_fork(after_in_child=lambda: _process.__setitem__(0, os.getpid()))
 
 
 class Link:
@@ -62,7 +66,7 @@ class Link:
 
     @property
     def open(self) -> bool:
-        return self._channel is not None and self._pid == os.getpid() and bool(self._channel.is_open)
+        return self._channel is not None and self._pid == _process[0] and bool(self._channel.is_open)
 
     @property
     def connection(self) -> Any:
@@ -91,13 +95,13 @@ class Link:
         except Exception as exc:
             conn.release()
             raise self.translate(exc, f"open the {self.purpose} connection") from exc
-        self._kombu, self._channel, self._pid = conn, channel, os.getpid()
+        self._kombu, self._channel, self._pid = conn, channel, _process[0]
         self.generation += 1
 
     def drop(self) -> None:
         """Forget the connection (closing it when it is this process's own; a forked copy is left alone)."""
         conn, self._kombu, self._channel = self._kombu, None, None
-        if conn is not None and self._pid == os.getpid():
+        if conn is not None and self._pid == _process[0]:
             with contextlib.suppress(Exception):  # a dead connection cannot be closed politely, and need not be
                 conn.release()
 

@@ -29,9 +29,8 @@ from __future__ import annotations
 import bisect
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, NamedTuple
 
 import amqp
 
@@ -46,16 +45,20 @@ WAIT_STEP = 0.05
 SETTLE = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One delivery as it arrived: its queue, tag, body, and how often the broker had handed it out before."""
+class Delivery(NamedTuple):
+    """One delivery as it arrived: its queue, tag, body, and how often the broker had handed it out before.
+
+    A tuple, not a frozen dataclass: one is made per job, and a frozen dataclass sets each field
+    through ``object.__setattr__``. ``job_id`` is the message id as it came (bytes when `inbox`
+    read it), read only to name a job whose body does not decode.
+    """
 
     queue: str
     tag: int
     body: bytes
     redeliveries: int
     generation: int
-    job_id: str | None
+    job_id: str | bytes | None
 
 
 def redeliveries(message: Any) -> int:
@@ -84,8 +87,8 @@ class Consumers:
         self._started = 0
         #: queues whose latest consumer started since the last look: its first deliveries may be on their way
         self._fresh: set[str] = set()
-        #: consumer tag -> where its plain deliveries go when `inbox` decodes them
-        self._fast: dict[str, inbox.Fast] = {}
+        #: consumer tag (bytes) -> where its plain deliveries go when `inbox` decodes them
+        self._fast: dict[bytes, inbox.Fast] = {}
         #: deliveries handed back (rejected to their queue) whose redelivery has not arrived yet
         self.returning = 0
         #: jobs this process pushed since its last catch-up, by queue: a count may be read before they land
@@ -117,7 +120,7 @@ class Consumers:
             self._started += 1
             tag = f"jobbridge:{queue}:{self._started}"
             ch.basic_qos(0, want - have, False)
-            self._fast[tag] = self._arrived_plain(queue, self.link.generation)
+            self._fast[tag.encode()] = self._arrived_plain(queue, self.link.generation)
             ch.basic_consume(self.declarations.topology.queue(queue), consumer_tag=tag,
                              callback=self._arrived(queue, self.link.generation))
             self._consuming[queue] = want
@@ -136,11 +139,12 @@ class Consumers:
 
     def _arrived_plain(self, queue: str, generation: int) -> inbox.Fast:
         """As `_arrived`, for a delivery `inbox` decoded: no headers, so a redelivery is counted once."""
-        def arrived(tag: int, redelivered: bool, body: bytes, job_id: str | None) -> None:
+        waiting = self.buffer.setdefault(queue, deque())
+
+        def arrived(tag: int, redelivered: bool, body: bytes, job_id: bytes) -> None:
             if redelivered and self.returning:
                 self.returning -= 1
-            self.buffer.setdefault(queue, deque()).append(Delivery(queue, tag, body, int(redelivered), generation,
-                                                                   job_id))
+            waiting.append(Delivery(queue, tag, body, int(redelivered), generation, job_id))
         return arrived
 
     def take(self, queues: Sequence[str], limit: int) -> list[Delivery]:
@@ -218,14 +222,14 @@ class Consumers:
         """Whether the delivery is still this connection's to settle (taken since it last opened)."""
         return delivery.generation == self.link.generation and self.link.open
 
-    def acknowledge(self, ch: amqp.Channel, deliveries: Sequence[Delivery], others: Iterable[int] = ()) -> None:
-        """Ack ``deliveries``; ``others`` are the tags this channel still holds unacknowledged besides them.
+    def acknowledge(self, ch: amqp.Channel, deliveries: Sequence[Delivery], lowest: int | None = None) -> None:
+        """Ack ``deliveries``; ``lowest`` is the lowest tag this channel still holds unacknowledged besides them
+        (None: none).
 
-        Every tag of the batch below the lowest other one goes in one ``basic.ack`` with ``multiple``
+        Every tag of the batch below ``lowest`` goes in one ``basic.ack`` with ``multiple``
         (it acknowledges every tag up to it, and none of those is anyone else's); the rest one by one.
         """
         tags = sorted(d.tag for d in deliveries)
-        lowest = min(others, default=None)
         covered = len(tags) if lowest is None else bisect.bisect_left(tags, lowest)
         acks = [(tag, False) for tag in tags]
         if covered > 1:
@@ -236,10 +240,14 @@ class Consumers:
         conn.transport.write(frames.acks(ch.channel_id, acks))  # one write, however many frames
         conn.bytes_sent += 1
 
-    def outstanding(self) -> set[int]:
-        """The tags of the deliveries received on this channel and not yet handed out."""
-        generation = self.link.generation
-        return {d.tag for waiting in self.buffer.values() for d in waiting if d.generation == generation}
+    def lowest_outstanding(self) -> int | None:
+        """The lowest tag of the deliveries received on this channel and not yet handed out (None: none).
+
+        Each queue's deliveries wait in the order they arrived, so in the order of their tags, and
+        the buffer holds only this channel's (it is emptied when the connection opens again).
+        """
+        firsts = [waiting[0].tag for waiting in self.buffer.values() if waiting]
+        return min(firsts) if firsts else None
 
     def hand_back(self, ch: amqp.Channel, deliveries: Sequence[Delivery]) -> None:
         """Return deliveries to their queue's head, as redeliveries (a lapsed lease: a new attempt)."""

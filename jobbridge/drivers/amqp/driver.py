@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import amqp
 
@@ -50,15 +49,21 @@ EARLY = 0.5
 FRAMING = 4096
 
 
-@dataclass(frozen=True, slots=True)
 class Receipt:
-    """The delivery a reservation is."""
+    """The delivery a reservation is, and its key among the leases: (generation, tag), made once.
 
-    delivery: Delivery
+    A plain class rather than a frozen dataclass, as one is made per job (a frozen one sets its
+    fields through ``object.__setattr__``, and its key would be a new tuple at every look).
+    """
 
-    @property
-    def key(self) -> tuple[int, int]:
-        return self.delivery.generation, self.delivery.tag
+    __slots__ = ("delivery", "key")
+
+    def __init__(self, delivery: Delivery) -> None:
+        self.delivery = delivery
+        self.key = (delivery.generation, delivery.tag)
+
+    def __repr__(self) -> str:
+        return f"Receipt(queue={self.delivery.queue!r}, tag={self.delivery.tag}, generation={self.delivery.generation})"
 
 
 class AmqpDriver:
@@ -217,13 +222,19 @@ class AmqpDriver:
                             "channel closed (a connection lost, or a delivery held past consumer_timeout); it runs "
                             "again as a new attempt", r.id, r.envelope.name, action.split(" ")[0])
         if held:
-            generation = self.consumers.link.generation
-            acked = {d.tag for d in held}
-            others = {tag for gen, tag in self._leases if gen == generation and tag not in acked}
-            others |= self.consumers.outstanding()
-            self.consumers.link.call(action, lambda ch: self.consumers.acknowledge(ch, held, others))
+            lowest = self._lowest_unsettled({d.tag for d in held})
+            self.consumers.link.call(action, lambda ch: self.consumers.acknowledge(ch, held, lowest))
         for r in reservations:
             self._leases.pop(r.receipt.key, None)
+
+    def _lowest_unsettled(self, settling: set[int] | frozenset[int] = frozenset()) -> int | None:
+        """The lowest tag the reserving channel still holds unsettled, ``settling`` aside: a lease or a
+        delivery not yet handed out. An ack with ``multiple`` may cover every tag below it and none at or above it.
+        """
+        generation = self.consumers.link.generation
+        lowest = min((tag for gen, tag in self._leases if gen == generation and tag not in settling), default=None)
+        waiting = self.consumers.lowest_outstanding()
+        return waiting if lowest is None or (waiting is not None and waiting < lowest) else lowest
 
     def acknowledge(self, reservations: Sequence[Reservation]) -> None:
         self._settle("acknowledge jobs", reservations)
@@ -338,9 +349,8 @@ class AmqpDriver:
         self.consumers.buffer.get(queue, type(waiting)()).clear()
         held = [d for d in waiting if self.consumers.held(d)]
         if held:
-            generation = self.consumers.link.generation
-            others = {tag for gen, tag in self._leases if gen == generation} | self.consumers.outstanding()
-            self.consumers.link.call("purge jobs", lambda ch: self.consumers.acknowledge(ch, held, others))
+            lowest = self._lowest_unsettled()
+            self.consumers.link.call("purge jobs", lambda ch: self.consumers.acknowledge(ch, held, lowest))
         return [_decoded(d.body) for d in waiting]
 
     # -- the connection -----------------------------------------------------------------------

@@ -37,14 +37,14 @@ _DELIVER = b"\x00\x3c\x00\x3c"  # class basic, method deliver
 _TAG = Struct(">QB")
 _HEADER = Struct(">HHQH")
 
-#: what a consumer is given for a delivery decoded here: tag, redelivered, body, message id
-Fast = Callable[[int, bool, bytes, "str | None"], None]
+#: what a consumer is given for a delivery decoded here: tag, redelivered, body, message id (bytes, as sent)
+Fast = Callable[[int, bool, bytes, bytes], None]
 
 
-def drain(conn: Any, timeout: float, fast: Mapping[str, Fast] | None = None) -> bool:
+def drain(conn: Any, timeout: float, fast: Mapping[bytes, Fast] | None = None) -> bool:
     """Dispatch every frame that is here, waiting up to ``timeout`` for the first; False when none came.
 
-    ``fast``: consumer tag -> the function its plain deliveries go to, past py-amqp.
+    ``fast``: consumer tag (its UTF-8 bytes) -> the function its plain deliveries go to, past py-amqp.
     """
     transport = conn.transport
     if not isinstance(transport, TCPTransport):
@@ -70,7 +70,7 @@ def drain(conn: Any, timeout: float, fast: Mapping[str, Fast] | None = None) -> 
         transport._read_buffer = bytes(buf)
 
 
-def _dispatch(conn: Any, buf: bytearray, fast: Mapping[str, Fast]) -> int:
+def _dispatch(conn: Any, buf: bytearray, fast: Mapping[bytes, Fast]) -> int:
     """Hand each complete frame at the start of ``buf`` on and cut it off; how many went (a delivery decoded here,
     three frames, counts once)."""
     pos, count, size_of = 0, 0, len(buf)
@@ -98,16 +98,13 @@ def _dispatch(conn: Any, buf: bytearray, fast: Mapping[str, Fast]) -> int:
     return count
 
 
-def _shortstr(buf: bytearray, at: int) -> tuple[str, int]:
-    size = buf[at]
-    return buf[at + 1:at + 1 + size].decode(), at + 1 + size
-
-
-def _delivered(buf: bytearray, start: int, end: int, size_of: int, fast: Mapping[str, Fast]) -> int:
+def _delivered(buf: bytearray, start: int, end: int, size_of: int, fast: Mapping[bytes, Fast]) -> int:
     """A plain delivery to a ``fast`` consumer, its three frames all here, handed to it: the offset after them;
-    else 0 (py-amqp takes it, frame by frame). ``start``/``end``: its method frame's payload and end octet."""
-    tag, at = _shortstr(buf, start + 4)
-    to = fast.get(tag)
+    else 0 (py-amqp takes it, frame by frame). ``start``/``end``: its method frame's payload and end octet.
+    Short strings are sliced, not decoded: the consumer tag is looked up as bytes, the content type is
+    skipped (the property flags already say it is the one a push writes), the message id goes on as bytes."""
+    at = start + 5 + buf[start + 4]
+    to = fast.get(bytes(buf[start + 5:at]))
     if to is None:
         return 0
     delivery_tag, bits = _TAG.unpack_from(buf, at)
@@ -127,9 +124,9 @@ def _delivered(buf: bytearray, start: int, end: int, size_of: int, fast: Mapping
         return 0
     if buf[body - 1] != _FRAME_END or buf[after - 1] != _FRAME_END:
         raise UnexpectedFrame("a delivery's header or body frame does not end in 0xce")
-    _, at = _shortstr(buf, header + 7 + _HEADER.size)  # content_type
-    message_id, _ = _shortstr(buf, at + 1)  # after delivery_mode's octet
-    to(delivery_tag, bool(bits & 1), bytes(buf[body + 7:after - 1]), message_id or None)
+    at = header + 7 + _HEADER.size
+    at += 2 + buf[at]  # past content_type and delivery_mode's octet
+    to(delivery_tag, bool(bits & 1), bytes(buf[body + 7:after - 1]), bytes(buf[at + 1:at + 1 + buf[at]]))
     return after
 
 
