@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from benchmarks import venv
+from benchmarks.bytecode import compile_sources
 from benchmarks.common import Options, ProbeServer
 from benchmarks.report import machine, render_latency, render_rows
 
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print("servers: " + ", ".join(versions()))
     print(f"command: python -m benchmarks {' '.join(argv)}")
+    compile_sources()  # benchmarks/bytecode.py says why
     probe = ProbeServer()
     started = time.monotonic()
     try:

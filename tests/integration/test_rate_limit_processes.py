@@ -115,9 +115,14 @@ def test_a_rate_limited_job_type_runs_at_its_rate_and_holds_nothing_else_up(env:
 def test_the_children_of_one_worker_command_share_its_limit(env: Env) -> None:
     env.worker("--processes", "2")
     env.wait_until_running(2)
-    # five seconds of work: the jobs one child holds past half its lease go back, and the other takes some
-    limited = env.bridge.dispatch_many(rate_limit_app.Limited(n=i) for i in range(25))
-    wait_for(lambda: len(env.starts("limited")) == 25, "the limited jobs to run")
+    # five seconds of work a round: the jobs one child holds past half its lease go back, and the other takes
+    # some; a busy machine may still let the child that handed them back take them again, so up to three rounds
+    limited: list[str | None] = []
+    for _ in range(3):
+        limited += env.bridge.dispatch_many(rate_limit_app.Limited(n=len(limited) + i) for i in range(25))
+        wait_for(lambda: len(env.starts("limited")) == len(limited), "the limited jobs to run")
+        if len({f[3] for f in env.starts("limited")}) == 2:
+            break
     env.stop_all()
     assert_each_ran_once_on_its_first_attempt(env, "limited", limited)
     assert len({f[3] for f in env.starts("limited")}) == 2, "both children ran some"
