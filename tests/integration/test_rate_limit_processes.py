@@ -118,9 +118,13 @@ def test_the_children_of_one_worker_command_share_its_limit(env: Env) -> None:
     # five seconds of work a round: the jobs one child holds past half its lease go back, and the other takes
     # some; a busy machine may still let the child that handed them back take them again, so up to three rounds
     limited: list[str | None] = []
+
+    def all_ran(count: int) -> Callable[[], bool]:
+        return lambda: len(env.starts("limited")) == count
+
     for _ in range(3):
         limited += env.bridge.dispatch_many(rate_limit_app.Limited(n=len(limited) + i) for i in range(25))
-        wait_for(lambda: len(env.starts("limited")) == len(limited), "the limited jobs to run")
+        wait_for(all_ran(len(limited)), "the limited jobs to run")
         if len({f[3] for f in env.starts("limited")}) == 2:
             break
     env.stop_all()
