@@ -24,6 +24,9 @@ from benchmarks.targets import Target
 
 TITLE = "RabbitMQ"
 JB = "jobbridge (amqp)"
+JB_CLASSIC = "jobbridge (amqp, classic queues)"
+#: what the benchmark app reads off an amqp:// URL's query to declare classic queues (benchmarks/apps/jobbridge_app.py)
+CLASSIC_QUERY = "jb_queue_type=classic"
 TARGETS = (
     Target("jobbridge processing vs Dramatiq, default concurrency", JB, "process-default", times="dramatiq",
            at_least=1.5),
@@ -35,29 +38,37 @@ TARGETS = (
 class AmqpJobbridgeRunner(JobbridgeRunner):
     """jobbridge on its vhost: emptied by making the vhost again (its connections then reopen)."""
 
+    def __init__(self, library: str, vhost: str, url: str, configs: list[Config], latency: str) -> None:
+        super().__init__(library, url, configs, latency, clean=lambda: vhosts.fresh_vhost(vhost),
+                         before=lambda: _prepare(vhost))
+        self.vhost = vhost
+
     def close(self) -> None:
         super().close()
-        vhosts.drop_vhost("jobbridge")
+        vhosts.drop_vhost(self.vhost)
 
 
-def _clean_jobbridge() -> None:
-    vhosts.fresh_vhost("jobbridge")
-
-
-def _prepare_jobbridge() -> None:
+def _prepare(vhost: str) -> None:
     ensure_pg_database(AMQP_SHARED_DB)
-    vhosts.fresh_vhost("jobbridge")
+    vhosts.fresh_vhost(vhost)
 
 
 def jobbridge_runner() -> JobbridgeRunner:
     return AmqpJobbridgeRunner(
-        JB, vhosts.amqp_url("jobbridge"),
-        [Config("process-default", "process, default (1 process x 8 threads)")],
-        latency="process-default", clean=_clean_jobbridge, before=_prepare_jobbridge)
+        JB, "jobbridge", vhosts.amqp_url("jobbridge"),
+        [Config("process-default", "process, default (1 process x 8 threads)")], latency="process-default")
+
+
+def jobbridge_classic_runner() -> JobbridgeRunner:
+    """The same worker on classic queues (``queue_type = "classic"``), the queue type Celery and Dramatiq use."""
+    return AmqpJobbridgeRunner(
+        JB_CLASSIC, "jobbridge-classic", vhosts.amqp_url("jobbridge-classic") + "?" + CLASSIC_QUERY,
+        [Config("process-default", "process, default (1 process x 8 threads)")], latency="process-default")
 
 
 PEERS: tuple[tuple[str, Callable[[], Runner]], ...] = (
     (JB, jobbridge_runner),
+    (JB_CLASSIC, jobbridge_classic_runner),
     ("celery", CeleryAmqpRunner),
     ("dramatiq", DramatiqAmqpRunner),
 )

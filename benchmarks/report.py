@@ -61,7 +61,10 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 
 def render_rows(title: str, rows: Sequence[Row], baseline: str = "jobbridge") -> str:
     """The throughput table: jobs/s, and how many times jobbridge's figure for that scenario is this one."""
-    base = {r.key: r.rate for r in rows if r.library.startswith(baseline) and r.rate}
+    base: dict[str, float] = {}
+    for r in rows:  # the first jobbridge row of each scenario: the default configuration, before any variant
+        if r.library.startswith(baseline) and r.rate:
+            base.setdefault(r.key, r.rate)
     header = ("library", "scenario", "jobs", "seconds", "jobs/s", "steady/s", "jobs/cpu-s", "jobbridge ÷ this",
               "note")
     body = []

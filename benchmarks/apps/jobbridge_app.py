@@ -45,9 +45,13 @@ class Stamp(Job, name="bench.stamp"):
 def settings_for(url: str) -> Settings:
     data: dict[str, Any]
     if url.startswith(("amqp://", "amqps://")):
-        # RabbitMQ holds the jobs; the failed store and unique locks live in a PostgreSQL database of their own
-        data = {"connections": {"default": "rabbit",
-                                "rabbit": {"driver": "amqp", "url": url, "locks": "shared"},
+        # RabbitMQ holds the jobs; the failed store and unique locks live in a PostgreSQL database of their own.
+        # ``?jb_queue_type=classic`` on the URL (the harness's classic-queue row): classic queues, not quorum
+        url, _, query = url.partition("?")
+        rabbit: dict[str, Any] = {"driver": "amqp", "url": url, "locks": "shared"}
+        if query == "jb_queue_type=classic":
+            rabbit["queue_type"] = "classic"
+        data = {"connections": {"default": "rabbit", "rabbit": rabbit,
                                 "shared": {"driver": "database", "url": pg_url(AMQP_SHARED_DB)}}}
     elif url.startswith(("redis://", "rediss://")):
         data = {"driver": "redis", "redis_url": url,
