@@ -131,12 +131,12 @@ class chord(Canvas):
         if body is None:
             raise TypeError("a chord needs a body: chord(header, body), or chord(header)(body)")
         header = self.header.apply(args, kwargs)
-        failed = [r for r in header.results if not r.successful()]
+        failed = [r for r in _leaves(header) if not r.successful()]
         if failed:
             culprit = failed[0]
             error = ChordError(f"Dependency {culprit.id} raised {culprit.result!r}")
             return EagerResult(task_id or body.id or new_id(), error, "FAILURE", parent=header)
-        result = body.apply(([r.result for r in header.results],), task_id=task_id or body.id)
+        result = body.apply(([_value(r) for r in header.results],), task_id=task_id or body.id)
         result.parent = header
         return result
 
@@ -183,6 +183,20 @@ class chord(Canvas):
 
     def __repr__(self) -> str:
         return f"chord({self.header!r}, {self.body!r})"
+
+
+def _leaves(result: Any) -> list[Any]:
+    """An eager header's task results, a member that is a chain ending in a group giving that group's."""
+    if isinstance(result, GroupResult):
+        return [leaf for r in result.results for leaf in _leaves(r)]
+    return [result]
+
+
+def _value(result: Any) -> Any:
+    """An eager header member's value: a chain ending in a group gives the group's results list."""
+    if isinstance(result, GroupResult):
+        return [_value(r) for r in result.results]
+    return result.result
 
 
 def _header_result(app: AppPort | None, body_result: Any, group_id: str, results: list[Any],

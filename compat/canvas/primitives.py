@@ -10,7 +10,8 @@ worker acts on them when the task ends (compat/running/flow.py).
 
 - ``chain(a, b, c)``: ``a`` is published carrying ``[c, b]``; each step's return
   value is the first argument of the next (unless it is immutable). A group followed
-  by another step becomes a chord, as in Celery.
+  by another step becomes a chord, as in Celery. A chain ending in a group, in a chord's
+  header, applies that group as a chord of its own, which counts in the outer one once.
 - ``group([...])``: each task published with the group's id and its index.
 - ``chord(header, body)`` (chords.py): the header's ids are saved and a counter set to
   their number in the result store; each header task, as it ends, counts itself down
@@ -199,6 +200,8 @@ def _attach(steps: list[Signature], options: dict[str, Any]) -> None:
         for step in steps:
             step.link_error(errback)
     last = steps[-1]
+    if isinstance(last, group) and options.get("chord") is not None:
+        steps[-1] = last = _gathered(last)  # before link=: a callback gets the group's results list
     for callback in _as_list(options.pop("link", None)):
         last.link(callback)
     task_id = options.pop("task_id", None)
@@ -209,11 +212,29 @@ def _attach(steps: list[Signature], options: dict[str, Any]) -> None:
             continue
         value = options.pop(key)
         if isinstance(last, group):
-            if key == "chord":
-                raise RefusedFeature("a chain that ends in a group cannot be in a chord's header; end it with "
-                                     "a task (chain(..., group(...), collect.s()))")
             continue  # a member of a plain group: the group's result holds the inner group's result itself
         last.set(**{key: value})
+
+
+def _gathered(inner: group) -> Signature:
+    """A chain's closing group, in a chord's header: a chord of its own whose body counts in the outer one.
+
+    The outer chord saved the group's id as this member's result and counts one per member, so the
+    group cannot count there itself: it becomes a chord whose body, the builtin ``celery.accumulate``,
+    takes that id, stores the group's results list under it and counts the outer chord down once (its
+    join publishes the outer body exactly once). A failed task of the group fails the inner chord, whose
+    body's failure fails the outer one, once. The inner chord's header gets an id of its own, so the
+    member's id is only ever a task's result.
+    """
+    app = inner.app
+    app.finalize()  # the builtin tasks are registered when the app is finalized
+    header = inner.clone()
+    assert isinstance(header, group)
+    header.options.pop("task_id", None)
+    body = Signature("celery.accumulate", kwargs={"index": 0}, app=app)
+    gathered = _chord(header, body, app=app)
+    gathered.set(task_id=inner.id or new_id())
+    return gathered
 
 
 def link_parent(result: Any, parent: Any) -> None:

@@ -6,7 +6,9 @@ at each read, so an errback linked to each stays linked; with ``task_allow_error
 the chord's errback is also linked (immutable) to each header task, called once per failed one;
 ``get()`` on a chord failed by its header raises the header task's own exception; one frozen task
 id may be the body of two chords in turn; the last header task run again after its worker was
-lost publishes the body once. Tasks run in the test's thread (``run_pending``) on the memory driver.
+lost publishes the body once; a header member that is a chain ending in a group holds that group's
+results list in the body's argument, and a failure in that group fails the chord once.
+Tasks run in the test's thread (``run_pending``) on the memory driver.
 """
 
 from __future__ import annotations
@@ -195,3 +197,52 @@ def test_a_chord_in_the_header_that_fails_calls_the_outer_errback_once(app: Cele
     outer.delay()
     work(app)
     assert tasks["seen"] == ["errback"]
+
+
+# -- a chain ending in a group, in a chord's header --------------------------------------------------
+
+def test_a_header_chain_ending_in_a_group_gives_the_body_that_groups_results(app: Celery,
+                                                                               tasks: dict[str, Any]) -> None:
+    """Celery's test_nested_chord_group_chain_group_tail: the member's place holds the group's list."""
+    identity, note = tasks["identity"], tasks["note"]
+    nested = chain(identity.si(5), group(note.s(), note.s()))
+    deeper = chain(identity.si(6), group(note.s(), chain(identity.s(), group(note.s(), note.s()))))
+    result = chord([identity.si(1), nested, deeper], identity.s()).delay()
+    work(app)
+    assert result.get(timeout=1) == [1, [5, 5], [6, [6, 6]]]
+    assert sorted(seen for seen in tasks["seen"] if seen[0] == "note") == [("note", 5)] * 2 + [("note", 6)] * 3
+
+
+def test_a_header_chain_ending_in_a_group_runs_the_body_once_its_last_step_is_done(
+        app: Celery, tasks: dict[str, Any]) -> None:
+    """Celery's test_nested_group_chain: a group holding such a chain, followed by a task, is a chord."""
+    identity, tsum = tasks["identity"], tasks["tsum"]
+    inner = chain(identity.si(2), group(identity.si(3), identity.si(4)))
+    result = chain(identity.si(0), group(identity.si(1), inner), tsum.si([10, 1]))()
+    work(app)
+    assert result.get(timeout=1) == 11
+
+
+def test_a_failure_in_a_header_chains_closing_group_fails_the_chord_once(app: Celery,
+                                                                          tasks: dict[str, Any]) -> None:
+    fail, identity, echo, tsum = tasks["fail"], tasks["identity"], tasks["echo"], tasks["tsum"]
+    nested = chain(identity.si(5), group(fail.s(), fail.s(), identity.s()))
+    outer = chord([identity.si(1), nested], tsum.s())
+    outer.link_error(echo.si("errback"))
+    result = outer.delay()
+    work(app)
+    assert tasks["seen"] == ["errback"]  # once, though two tasks of the group failed; the body never ran
+    assert result.state == states.FAILURE
+    with pytest.raises(Boom):
+        result.get(timeout=1)
+
+
+def test_a_failure_before_a_header_chains_closing_group_fails_the_chord_once(app: Celery,
+                                                                             tasks: dict[str, Any]) -> None:
+    fail, identity, echo, tsum = tasks["fail"], tasks["identity"], tasks["echo"], tasks["tsum"]
+    nested = chain(fail.si(), group(identity.si(2), identity.si(3)))
+    outer = chord([identity.si(1), nested], tsum.s())
+    outer.link_error(echo.si("errback"))
+    result = outer.delay()
+    work(app)
+    assert tasks["seen"] == ["errback"] and result.state == states.FAILURE

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from jobbridge.compat import Celery, EagerResult, Task
+from jobbridge.compat import Celery, EagerResult, Task, chain, chord, group
+from jobbridge.compat.exceptions import ChordError
 
 from jobbridge.testing.contract import pending
 
@@ -43,6 +44,24 @@ def test_eager_failures_are_kept_or_propagated(make_app: Any) -> None:
     with pytest.raises(KeyError):
         boom.delay()
 
+
+
+def test_an_eager_chord_gives_a_header_chains_closing_group_as_its_list(make_app: Any) -> None:
+    """As a worker does: the member's place holds the group's results, a failure in it fails the chord."""
+    app = make_app(task_always_eager=True)
+
+    @app.task
+    def identity(x: Any) -> Any:
+        return x
+
+    @app.task
+    def boom(x: Any) -> None:
+        raise KeyError(x)
+
+    deeper = chain(identity.si(5), group(identity.s(), chain(identity.s(), group(identity.s(), identity.s()))))
+    assert chord([identity.si(1), deeper], identity.s()).delay().get() == [1, [5, [5, 5]]]
+    failed = chord([identity.si(1), chain(identity.si(5), group(identity.s(), boom.s()))], identity.s()).delay()
+    assert failed.state == "FAILURE" and isinstance(failed.result, ChordError) and "KeyError(5)" in str(failed.result)
 
 def test_eager_retries_run_at_once_until_max_retries(make_app: Any) -> None:
     app = make_app(task_always_eager=True, task_eager_propagates=True)
