@@ -22,6 +22,8 @@ from jobbridge.outcome import Outcome
 from jobbridge.worker_async import LoopAttempts
 
 log = logging.getLogger("jobbridge.worker")
+#: seconds the loop waits at most for a thread to take an idle worker's job (`Pool.let_them_start`)
+HANDOFF_WAIT = 0.002
 
 
 def outcome_of_a_fault(res: Reservation, exc: BaseException) -> Outcome:
@@ -47,6 +49,10 @@ class Pool:
         self._run, self._done = run, done
         self._loop = None if executor is None else LoopAttempts(size, executor, done, outcome_of_a_fault)
         self._busy = [False] * size  # slot i: whether thread i is in an attempt
+        #: set by `submit`: an attempt went to the threads since the loop last waited for one to be taken
+        self._submitted = False
+        #: what `let_them_start` waits on; the first thread to take an attempt sets it
+        self._taken: threading.Event | None = None
         self._threads = [threading.Thread(target=self._serve, args=(i,), name=f"jobbridge-worker-{i}", daemon=True)
                          for i in range(size)]
         for thread in self._threads:
@@ -57,7 +63,28 @@ class Pool:
         if loop is not None and loop.takes(reservation):
             loop.submit(reservation)
         else:
+            self._submitted = True
             self._inbox.put(reservation)
+
+    def let_them_start(self) -> None:
+        """Wait (the GIL given up) until a thread took an attempt submitted since the last call; `HANDOFF_WAIT` at most.
+
+        A thread woken by `submit` cannot start while the caller holds the GIL, and the
+        worker's loop, after handing jobs over, goes on in Python (settle, timers, the next
+        reserve) for 0.1 to 0.3 ms before it blocks (measured): the job waited for all
+        of it. Called by the loop after an *idle* worker's reserve handed jobs over, it
+        costs the loop that thread's wake-up once per idle spell, never a busy worker's
+        anything (docs/rabbitmq.md, "Speed"). Attempts on the event loop are not waited for.
+        """
+        if not self._submitted:
+            return
+        self._submitted = False
+        taken = self._taken = threading.Event()
+        if self._inbox.empty():  # taken already: a thread is running it
+            self._taken = None
+            return
+        taken.wait(HANDOFF_WAIT)
+        self._taken = None
 
     @property
     def running(self) -> int:
@@ -68,6 +95,9 @@ class Pool:
         busy = self._busy
         while (res := self._inbox.get()) is not None:
             busy[slot] = True
+            taken = self._taken
+            if taken is not None:  # the loop waits for this hand-off (`let_them_start`)
+                taken.set()
             try:
                 outcome = self._run(res)
             except BaseException as exc:  # a fault outside the job's own code: keep the thread alive

@@ -244,6 +244,8 @@ class Worker:
         if got is None:
             return
         self._accept(pool, got, asked)
+        if got and blocking:  # an idle worker's jobs start before the loop goes on in Python (`Pool.let_them_start`)
+            pool.let_them_start()
         if got or not self.lifecycle.running:
             return
         if self.lifecycle.drains:

@@ -149,19 +149,22 @@ class AmqpDriver:
         got = link.call("reserve jobs", lambda ch: self._reserve_now(ch, names, limit, idle=wait <= 0))
         if not got and wait > 0:
             self.consumers.wait(names, limit, wait)
-            got = link.call("reserve jobs", lambda ch: self._reserve_now(ch, names, limit, idle=False))
+            got = link.call("reserve jobs", lambda ch: self._reserve_now(ch, names, limit, idle=False, read=True))
         return got
 
-    def _reserve_now(self, ch: amqp.Channel, names: list[str], limit: int, *, idle: bool) -> list[Reservation]:
+    def _reserve_now(self, ch: amqp.Channel, names: list[str], limit: int, *, idle: bool, read: bool = False
+                     ) -> list[Reservation]:
         """What is here already; then, when a delivery may be on its way that this reserve must not miss
-        (`Consumers.worth_a_look`), one round trip to bring it in. ``idle``: a reserve that will not wait."""
+        (`Consumers.worth_a_look`), one round trip to bring it in. ``idle``: a reserve that will not wait;
+        ``read``: the socket was read to its end just now (a wait that ended), so it is not read again."""
         held: dict[str, int] = {}
         generation = self.consumers.link.generation
         for (gen, _), (_, queue) in self._leases.items():
             if gen == generation:
                 held[queue] = held.get(queue, 0) + 1
         self.consumers.ensure(ch, names, limit, held)
-        self.consumers.drain(ch, 0)
+        if not read:
+            self.consumers.drain(ch, 0)
         got = self._hand_out(ch, names, limit)
         if len(got) < limit and self.consumers.worth_a_look(
                 names, [r.receipt.delivery.queue for r in got], held, idle=idle):

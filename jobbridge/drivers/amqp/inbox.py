@@ -15,10 +15,18 @@ goes through py-amqp. A partial frame at the end goes back into
 py-amqp's read buffer, so py-amqp's own reads (a ``queue.declare`` waiting for
 its answer) carry on exactly where this left off. TLS connections keep
 py-amqp's reads.
+
+The wait is a ``poll`` on the socket, and a read follows only when it is readable:
+py-amqp's ``having_timeout`` switches the socket's timeout before and after each
+read (a system call each way) and signals "nothing more" by an exception, which
+on a worker that just woke for one job cost more than its read (docs/rabbitmq.md,
+"Speed"). The socket's own timeout (``read_timeout``) is left as py-amqp set it.
 """
 
 from __future__ import annotations
 
+import math
+import select
 import time
 from collections.abc import Callable, Mapping
 from struct import Struct
@@ -31,6 +39,8 @@ from jobbridge.drivers.amqp.frames import PROPERTY_FLAGS
 
 #: bytes asked of the socket at a time
 CHUNK = 65536
+#: a poll for what makes a read return at once: data, the peer's close, an error
+_READABLE = select.POLLIN | select.POLLPRI | select.POLLERR | select.POLLHUP
 _FRAME = Struct(">BHI")
 _FRAME_END = 0xCE
 _DELIVER = b"\x00\x3c\x00\x3c"  # class basic, method deliver
@@ -51,17 +61,18 @@ def drain(conn: Any, timeout: float, fast: Mapping[bytes, Fast] | None = None) -
         return _drain_by_frame(conn, timeout)
     buf = bytearray(transport._read_buffer)
     transport._read_buffer = b""
+    sock = transport.sock
+    readable = select.poll()
+    readable.register(sock, _READABLE)
     deadline = time.monotonic() + timeout
     handled = 0
     try:
         while True:
             handled += _dispatch(conn, buf, fast or {})
-            wait = 0.0 if handled else max(0.0, deadline - time.monotonic())
-            try:
-                with transport.having_timeout(wait):
-                    chunk = transport.sock.recv(CHUNK)
-            except TimeoutError:
+            wait = 0 if handled else max(0, math.ceil((deadline - time.monotonic()) * 1000))
+            if not readable.poll(wait):
                 return handled > 0
+            chunk = sock.recv(CHUNK)  # readable: returns at once (bounded by the socket's read_timeout even so)
             if not chunk:
                 transport.connected = False
                 raise OSError("Server unexpectedly closed connection")
