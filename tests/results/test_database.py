@@ -210,14 +210,27 @@ def test_a_notify_from_another_process_wakes_the_waiter(postgres_url: str, clock
 
 
 def terminate_backends(url: str) -> int:
-    """Cut every connection this URL's stores hold, as a server restart would."""
+    """Cut every connection this URL's stores hold, as a server restart would, and wait until they are gone.
+
+    ``pg_terminate_backend`` returns once the backend is signalled, before it has
+    closed its end; a restarted server has closed every one before it serves again,
+    so this waits for that too (the pool's check at checkout then finds each closed).
+    """
     parsed = parse_url(url)
     admin = create_engine(parsed.set(query={}), poolclass=NullPool)
     try:
         with admin.begin() as conn:
-            killed = conn.execute(text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name"
-            ), {"name": parsed.query["application_name"]}).all()
+            killed = [pid for pid, cut in conn.execute(text(
+                "SELECT pid, pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = :name"
+            ), {"name": parsed.query["application_name"]}) if cut]
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with admin.begin() as conn:
+                left = conn.execute(text("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(:pids)"),
+                                    {"pids": killed}).scalar()
+            if not left:
+                break
+            time.sleep(0.01)
         return len(killed)
     finally:
         admin.dispose()
@@ -232,7 +245,7 @@ def test_the_listen_connection_comes_back_after_it_is_cut(postgres_url: str, clo
         store.store(ResultRecord("cut", STARTED), 3600)
         assert store.wait("cut", 0.1) is not None  # the listener is up
         assert terminate_backends(postgres_url) >= 1
-        # the pool pre-pings, so the next command reconnects; the listener reconnects by itself
+        # the pool finds the connection closed at checkout, so the next command reconnects; the listener by itself
         assert store.get("cut") is not None
         time.sleep(0.2)
         timer = threading.Timer(0.5, lambda: other.store(ResultRecord("cut", SUCCESS, result=1), 3600))
