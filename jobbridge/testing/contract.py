@@ -8,6 +8,8 @@ The port has three parts (`jobbridge.drivers.base`), and so has the contract:
 - `FailedStoreContract`, required: ``driver.failed``, where `fail` moves a job
   and from which an operator lists (filtered), reads, retries and flushes (the
   CLI's ``failed``, ``failed show``, ``retry`` and ``flush``);
+- `AcknowledgingReserveContract`, optional (`jobbridge.testing.combined_contract`):
+  ``acknowledge_and_reserve`` for a driver that offers it;
 - `LockStoreContract`, optional: ``driver.locks`` for unique jobs, for a driver
   whose locks are shared by every process (``locks.shared``). A driver with no
   lock to give says ``shared = False`` instead, and the app dispatches unique
@@ -34,11 +36,12 @@ from jobbridge.drivers.base import Capabilities, Driver, LockStore
 from jobbridge.envelope import Reservation
 from jobbridge.errors import StoreRefused
 from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.combined_contract import AcknowledgingReserveContract
 from jobbridge.testing.contract_support import ContractHelpers, make_envelope, pending
 from jobbridge.testing.failed_contract import FailedStoreContract
 
-__all__ = ["ContractHelpers", "DriverContract", "FailedStoreContract", "LockStoreContract", "make_envelope",
-           "pending"]
+__all__ = ["AcknowledgingReserveContract", "ContractHelpers", "DriverContract", "FailedStoreContract",
+           "LockStoreContract", "make_envelope", "pending"]
 
 
 class DriverContract(ContractHelpers):

@@ -25,7 +25,14 @@ from jobbridge.drivers.database.schema import SCHEMA_VERSION, jobs, schema_versi
 from jobbridge.envelope import Envelope, new_id
 from jobbridge.errors import ConfigurationError, DriverError, DriverUnavailable
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import DriverContract, FailedStoreContract, LockStoreContract, make_envelope, pending
+from jobbridge.testing.contract import (
+    AcknowledgingReserveContract,
+    DriverContract,
+    FailedStoreContract,
+    LockStoreContract,
+    make_envelope,
+    pending,
+)
 from tests.drivers import database_workers
 from tests.drivers.database_servers import DIALECTS, fresh_database, fresh_postgres, terminate_connections
 
@@ -75,7 +82,7 @@ def driver(migrated_url: str, clock: FixedClock) -> Iterator[DatabaseDriver]:
         driver.close()
 
 
-class TestDatabaseContract(DriverContract, FailedStoreContract, LockStoreContract):
+class TestDatabaseContract(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract):
     """The shared contract, all three suites, once per dialect (the ``driver`` fixture above is parametrised)."""
 
     def inject_undecodable(self, driver: DatabaseDriver, queue: str, body: bytes) -> None:

@@ -3,6 +3,9 @@
 Either both halves are stored or neither: a claim that fails after the
 acknowledgement's DELETE leaves the acknowledged jobs held under their receipts
 (as a worker killed before its COMMIT would), so nothing is lost either way.
+
+What every such driver must do is `jobbridge.testing.combined_contract`, run by
+`TestDatabaseContract`; here, what is the database's own.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import OperationalError
 
-from jobbridge.drivers.base import AcknowledgingReserve
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.errors import DriverUnavailable
 from jobbridge.testing.clock import FixedClock
@@ -39,21 +41,6 @@ def _push(driver: DatabaseDriver, n: int) -> list[str]:
     return [env.id for env in envelopes]
 
 
-def test_it_is_the_declared_port(driver: DatabaseDriver) -> None:
-    assert isinstance(driver, AcknowledgingReserve)
-
-
-def test_acknowledges_and_reserves_in_one_call(driver: DatabaseDriver) -> None:
-    ids = _push(driver, 5)
-    first = driver.reserve(["default"], 2)
-    more = driver.acknowledge_and_reserve(first, ["default"], 2)
-    assert len({r.id for r in first + more} & set(ids)) == 4
-    assert all(r.envelope.attempts == 1 for r in more)
-    (counts,) = driver.counts()
-    assert (counts.ready, counts.reserved) == (1, 2)  # the first two are gone for good
-    assert driver.extend(first, 30) == []
-
-
 def test_a_failed_claim_takes_the_acknowledgement_back(driver: DatabaseDriver,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     _push(driver, 3)
@@ -69,12 +56,3 @@ def test_a_failed_claim_takes_the_acknowledgement_back(driver: DatabaseDriver,
     assert {r.id for r in driver.extend(held, 30)} == {r.id for r in held}, "still held, under the old receipts"
     (counts,) = driver.counts()
     assert (counts.ready, counts.reserved) == (1, 2)  # and the claim took nothing
-
-
-def test_no_room_acknowledges_alone_and_nothing_to_acknowledge_reserves(driver: DatabaseDriver) -> None:
-    _push(driver, 3)
-    held = driver.reserve(["default"], 1)
-    assert driver.acknowledge_and_reserve(held, ["default"], 0) == []
-    assert len(driver.acknowledge_and_reserve([], ["default"], 5)) == 2
-    (counts,) = driver.counts()
-    assert (counts.ready, counts.reserved) == (0, 2)

@@ -29,7 +29,14 @@ from jobbridge.errors import (
     StoreRefused,
 )
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import DriverContract, FailedStoreContract, LockStoreContract, make_envelope, pending
+from jobbridge.testing.contract import (
+    AcknowledgingReserveContract,
+    DriverContract,
+    FailedStoreContract,
+    LockStoreContract,
+    make_envelope,
+    pending,
+)
 from tests.drivers.redis_helpers import (
     drop_keys,
     envelope_now,
@@ -55,7 +62,7 @@ def prefix(redis_url: str) -> Iterator[str]:
     drop_keys(redis_url, name)
 
 
-class TestRedisDriver(DriverContract, FailedStoreContract, LockStoreContract):
+class TestRedisDriver(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract):
     @pytest.fixture
     def clock(self) -> FixedClock:
         return FixedClock()
