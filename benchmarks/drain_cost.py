@@ -1,11 +1,12 @@
-"""``python -m benchmarks.drain_cost [--jobs 2000,10000] [--async] [-l LEVEL]``: a Redis drain's instructions per job.
+"""``python -m benchmarks.drain_cost [STORE] [--jobs 2000,10000] [--async] [-l LEVEL]``: a drain's instructions per job.
 
-What `benchmarks.drain redis` times, counted instead: the real ``jobbridge
+What `benchmarks.drain STORE` times, counted instead: the real ``jobbridge
 worker --stop-when-empty`` at its default concurrency (or ``--concurrency``)
-draining queued no-op jobs from Redis (the benchmarks' database), run under
+draining queued no-op jobs from Redis (the default), PostgreSQL, MariaDB or
+SQLite (the benchmarks' store of each), run under
 ``valgrind --tool=callgrind`` once per queue size; instructions per job =
 (I(large) - I(small)) / (large - small), start-up cancelled out. Only the
-worker process is counted, not Redis. As in `benchmarks.telemetry_cost`, the
+worker process is counted, not the server. As in `benchmarks.telemetry_cost`, the
 reservation batches are pinned at their largest (`jobbridge.worker.PREFETCH_MS`
 raised), so that the count does not move with how long attempts take on a
 loaded machine's clock. Prints one line; nothing is asserted.
@@ -28,10 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 COLLECTED = re.compile(r"Collected\s*:\s*(\d+)")
 
 
-def counted(jobs: int, job: str, level: str, concurrency: int | None) -> int:
+def counted(store: str, jobs: int, job: str, level: str, concurrency: int | None) -> int:
     """Instructions of one worker process draining ``jobs`` queued ``job``s (every thread)."""
-    url = URLS["redis"]()
-    fresh("redis", url)
+    url = URLS[store]()
+    fresh(store, url)
     with tempfile.TemporaryDirectory(prefix="jb-drain-cost-") as tmp:
         counts = os.path.join(tmp, "counts")
         view = create_counters(counts)
@@ -64,6 +65,7 @@ def child(argv: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.drain_cost", description=__doc__.splitlines()[0])
+    parser.add_argument("store", nargs="?", default="redis", choices=tuple(URLS), help="the store (default redis)")
     parser.add_argument("--jobs", default="2000,10000", help="two queue sizes, comma-separated (default 2000,10000)")
     parser.add_argument("--async", dest="use_async", action="store_true", help="async def handle no-op jobs")
     parser.add_argument("-l", "--loglevel", default="warning", help="the worker's -l (default warning)")
@@ -75,8 +77,8 @@ def main() -> None:
         return
     small, large = sorted(int(n) for n in args.jobs.split(","))
     job = "AsyncNoop" if args.use_async else "Noop"
-    low, high = (counted(n, job, args.loglevel, args.concurrency) for n in (small, large))
-    print(f"redis {job} -l {args.loglevel}: {(high - low) / (large - small):,.0f} instructions per job "
+    low, high = (counted(args.store, n, job, args.loglevel, args.concurrency) for n in (small, large))
+    print(f"{args.store} {job} -l {args.loglevel}: {(high - low) / (large - small):,.0f} instructions per job "
           f"({low:,} at {small:,} jobs, {high:,} at {large:,})")
 
 
