@@ -13,7 +13,9 @@ before the generator has produced the last one. The join counter of an ordinary 
   number and counts down, by each one's id, every result already in (a task that counted itself
   is not counted twice: the store counts a member once);
 - whoever takes the counter to 0 — a header task or the sender — takes the claim (a chord of
-  this kind can see two of them at 0), and the one that gets it publishes the body.
+  this kind can see two of them at 0), and the one that gets it publishes the body. The body
+  each header task carries says so (`LAZY`): an ordinary chord's last header task, the only
+  one to see 0, joins without that round trip (`joins`).
 
 A failed header task fails the chord as in any chord: its failure counter exists from the start.
 """
@@ -34,6 +36,8 @@ from .signature import Signature
 FAILED, CLAIM = ":failed", ":claim"
 #: the member the sender counts as in the claim counter (a header task counts as its own id)
 SENDER = "sender"
+#: the key, in the body each header task carries (``request.chord``), of a chord sent from a generator
+LAZY = "lazy_header"
 
 
 def send_lazily(app: AppPort, header: group, body: Signature, group_id: str, args: Sequence[Any] | None,
@@ -49,7 +53,7 @@ def send_lazily(app: AppPort, header: group, body: Signature, group_id: str, arg
         member = member.clone()  # the chord itself may be applied again
         results.append(member.freeze(group_id=group_id, group_index=index))
         member.apply_async(args, kwargs, **{**options, "group_id": group_id, "group_index": index,
-                                            "chord": dict(body), "add_to_parent": False})
+                                            "chord": {**body, LAZY: True}, "add_to_parent": False})
     ids = [r.id for r in results]
     backend.save_group(group_id, ids)
     store.counter_init(group_id, len(ids), backend.ttl)
@@ -66,10 +70,19 @@ def send_lazily(app: AppPort, header: group, body: Signature, group_id: str, arg
     return results
 
 
-def claim(app: AppPort, group_id: str, member: str) -> bool:
-    """Whether ``member``, which found the join counter at 0, is the one to publish the body.
+def joins(app: AppPort, chord_body: Mapping[str, Any], group_id: str, member: str) -> bool:
+    """Whether header task ``member``, which took the join counter to 0, is the one to publish the body.
 
-    An ordinary chord has no claim counter: only its last header task sees 0, so it joins.
+    An ordinary chord's counter is at 0 for its last header task only, so it joins with no store
+    call; one sent from a generator (its body marked `LAZY`) may see the sender at 0 too: it claims.
+    """
+    return not chord_body.get(LAZY) or claim(app, group_id, member)
+
+
+def claim(app: AppPort, group_id: str, member: str) -> bool:
+    """Whether ``member``, which found a generator header's join counter at 0, is the one to publish the body.
+
+    A claim counter that is gone (expired with the chord's other keys) leaves the join to the first that asks.
     """
     try:
         return app.backend.require("a chord").counter_decrement(group_id + CLAIM, member=member) == 0
@@ -77,4 +90,4 @@ def claim(app: AppPort, group_id: str, member: str) -> bool:
         return True
 
 
-__all__ = ["claim", "send_lazily"]
+__all__ = ["LAZY", "claim", "joins", "send_lazily"]

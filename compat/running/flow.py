@@ -39,7 +39,7 @@ from jobbridge.results.celery_meta import CeleryChords
 
 from .. import states
 from ..canvas.chords import FAILED, chord
-from ..canvas.lazy_header import claim
+from ..canvas.lazy_header import joins
 from ..canvas.primitives import chain, group
 from ..canvas.signature import Signature, maybe_signature
 from ..exceptions import ChordError, TaskRevokedError
@@ -208,7 +208,7 @@ def _chord_part_succeeded(task: TaskPort, request: Request, retval: Any) -> None
                           "pruned), so its body cannot be started")
         chord_failed(task.app, request, gone, None)
         return
-    if left == 0 and claim(task.app, group_id, str(request.id)):
+    if left == 0 and joins(task.app, request.chord, group_id, str(request.id)):
         _join(task.app, request)
 
 

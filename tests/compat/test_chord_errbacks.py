@@ -246,3 +246,46 @@ def test_a_failure_before_a_header_chains_closing_group_fails_the_chord_once(app
     result = outer.delay()
     work(app)
     assert tasks["seen"] == ["errback"] and result.state == states.FAILURE
+
+
+# -- what an ordinary chord's join costs the result store ----------------------------------------------
+
+STORE_CALLS = ("store", "get", "get_many", "forget", "cancel", "cancelled", "counter_init", "counter_decrement")
+
+
+def _spy_on_store(app: Celery) -> list[tuple[str, Any]]:
+    """Record each call on the app's result store, as (method, first argument), in the order made."""
+    store = app.backend.require("a test")
+    calls: list[tuple[str, Any]] = []
+
+    def spying(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+        def spy(*args: Any, **kwargs: Any) -> Any:
+            calls.append((name, args[0] if args else None))
+            return real(*args, **kwargs)
+        return spy
+
+    for name in STORE_CALLS:
+        setattr(store, name, spying(name, getattr(store, name)))
+    return calls
+
+
+def test_an_ordinary_chords_join_takes_no_claim(app: Celery, tasks: dict[str, Any]) -> None:
+    """Only a header sent from a generator can see its join counter at 0 twice; an ordinary chord's
+    last header task joins without a claim counter's round trip."""
+    identity, tsum = tasks["identity"], tasks["tsum"]
+    calls = _spy_on_store(app)
+    result = chord([identity.si(i) for i in range(3)], tsum.s()).delay()
+    work(app)
+    assert result.get(timeout=1) == 3
+    group_id = result.parent.id
+    decrements = [key for name, key in calls if name == "counter_decrement"]
+    assert decrements == [group_id] * 3  # one per header task, by the join counter's key only
+
+
+def test_a_generator_headers_join_still_takes_its_claim(app: Celery, tasks: dict[str, Any]) -> None:
+    calls = _spy_on_store(app)
+    result = chord(_generated(app, tasks, 3, 3), tasks["tsum"].s()).delay()
+    work(app)
+    assert result.get(timeout=1) == 3
+    assert ("counter_decrement", result.parent.id + ":claim") in calls
+    assert [seen for seen in tasks["seen"] if seen[0] == "tsum"] == [("tsum", [0, 1, 2])]
