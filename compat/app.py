@@ -25,28 +25,18 @@ from .canvas import builtins
 from .canvas.signature import Signature
 from .config import settings
 from .config.setting_table import EVENT_SETTINGS
+from .config.task_options import check_task_options
 from .exceptions import ImproperlyConfigured, RefusedFeature
-from .ports import AppPort
 from .request import add_child, current_task
 from .results.asyncresult import AsyncResult
 from .results.backend import ResultBackend
 from .results.control import Control
-from .results.groupresult import GroupResult
+from .results.groupresult import GroupResult, bound_group_result
 from .running import beat, calling, lifecycle, runner
 from .signals import Signal, import_modules
 from .task import Task, make_task
 
 log = logging.getLogger("jobbridge.compat")
-
-# Task decorator options that mean something else on jobbridge, or cannot be honoured.
-_TASK_REFUSALS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "priority": (lambda v: v is None, "jobbridge orders work by queue, not by message priority; route "
-                 "urgent tasks to a queue the worker lists first (queue='high')"),
-    "serializer": (lambda v: v is None or str(v).lower() in ("json", "application/json"),
-                   "jobbridge sends arguments as JSON, which any worker can read and nothing can turn into "
-                   "code; pickle is refused because a message could run code in the worker; pass ids and "
-                   "JSON values"),
-}
 
 
 def _not_available(what: str, instead: str) -> Any:
@@ -167,7 +157,7 @@ class Celery:
         with self._lock:
             if name in self._tasks:
                 return self._tasks[name]
-            _check_task_options(name, options)
+            check_task_options(name, options)
             base_cls = settings.load_object(base) if base is not None else self.Task
             fun = pydantic_args.wrap(self, fun, name, options)
             return self.register_task(make_task(base_cls, self, name, fun, bind, options))
@@ -289,7 +279,7 @@ class Celery:
     @property
     def GroupResult(self) -> type[GroupResult]:
         """``GroupResult`` bound to this app: ``app.GroupResult(id, results)``, ``app.GroupResult.restore(id)``."""
-        return _bound_group_result(self)
+        return bound_group_result(self)
 
     def now(self) -> datetime:
         return datetime.now(UTC).astimezone(calling.zone(self))
@@ -369,30 +359,6 @@ class Celery:
     producer_or_acquire = _not_available("producer_or_acquire()", "publish with task.delay() or send_task()")
     worker_main = _not_available("worker_main()", "run jobbridge worker -A <module>")
     start = _not_available("start()", "run jobbridge worker -A <module>")
-
-
-def _bound_group_result(app: Celery) -> type[GroupResult]:
-    class AppGroupResult(GroupResult):
-        def __init__(self, id: str | None = None, results: Any = None, parent: Any = None,
-                     app: AppPort | None = app, **kwargs: Any) -> None:
-            super().__init__(id, results, parent=parent, app=app, **kwargs)
-
-        @classmethod
-        def restore(cls, id: str, backend: Any = None, app: AppPort | None = app) -> GroupResult | None:
-            return GroupResult.restore(id, backend, app)
-
-    AppGroupResult.__name__ = AppGroupResult.__qualname__ = "GroupResult"
-    return AppGroupResult
-
-
-def _check_task_options(name: str, options: Mapping[str, Any]) -> None:
-    for key, (ok, why) in _TASK_REFUSALS.items():
-        if key in options and not ok(options[key]):
-            raise RefusedFeature(f"task {name}: {key}={options[key]!r} is refused: {why}")
-    for key in ("max_retries", "default_retry_delay", "time_limit", "soft_time_limit"):
-        value = options.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-            raise ValueError(f"task {name}: {key} must be a number of at least 0, not {value!r}")
 
 
 def _import_related(package: str, related: str) -> None:

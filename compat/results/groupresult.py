@@ -222,6 +222,22 @@ class GroupResult(ResultSet):
         return None if ids is None else cls(id, [AsyncResult(i, app=app) for i in ids], app=app)
 
 
+def bound_group_result(app: AppPort) -> type[GroupResult]:
+    """``app.GroupResult``: made and restored with ``app`` unless told another."""
+
+    class AppGroupResult(GroupResult):
+        def __init__(self, id: str | None = None, results: Any = None, parent: Any = None,
+                     app: AppPort | None = app, **kwargs: Any) -> None:
+            super().__init__(id, results, parent=parent, app=app, **kwargs)
+
+        @classmethod
+        def restore(cls, id: str, backend: Any = None, app: AppPort | None = app) -> GroupResult | None:
+            return GroupResult.restore(id, backend, app)
+
+    AppGroupResult.__name__ = AppGroupResult.__qualname__ = "GroupResult"
+    return AppGroupResult
+
+
 def results_of(ids: Sequence[str], app: AppPort) -> list[AsyncResult]:
     return [AsyncResult(i, app=app) for i in ids]
 
@@ -242,4 +258,4 @@ def result_from_tuple(value: Any, app: AppPort | None = None) -> Any:
 
 FROM_TUPLE[:] = [result_from_tuple]  # AsyncResult.children reads its stored children with it
 
-__all__ = ["GroupResult", "ResultSet", "as_stored", "result_from_tuple", "results_of"]
+__all__ = ["GroupResult", "ResultSet", "as_stored", "bound_group_result", "result_from_tuple", "results_of"]
