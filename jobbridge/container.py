@@ -54,16 +54,29 @@ class Container:
     @contextlib.contextmanager
     def scope(self) -> Iterator[None]:
         """One job's scope: scoped bindings built inside it are flushed when it exits."""
-        token = _scope.set({})
+        token = self.enter_scope()
         try:
             yield
         finally:
-            cache = _scope.get() or {}
-            _scope.reset(token)
-            for value in cache.values():
-                close = getattr(value, "close", None)
-                if callable(close):
-                    close()
+            self.exit_scope(token)
+
+    # `scope` in two calls, for the executor's every attempt (no generator context manager per attempt):
+    #     token = container.enter_scope()
+    #     try: ...
+    #     finally: container.exit_scope(token)
+
+    def enter_scope(self) -> contextvars.Token[dict[Any, Any] | None]:
+        """Open one job's scope (`scope`'s first half); pass what it returns to `exit_scope`."""
+        return _scope.set({})
+
+    def exit_scope(self, token: contextvars.Token[dict[Any, Any] | None]) -> None:
+        """Close the scope `enter_scope` opened: its scoped objects are closed and dropped."""
+        cache = _scope.get() or {}
+        _scope.reset(token)
+        for value in cache.values():
+            close = getattr(value, "close", None)
+            if callable(close):
+                close()
 
     def flush_scoped(self) -> None:
         """Drop this scope's scoped objects now (the worker does it between jobs)."""

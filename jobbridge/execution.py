@@ -9,8 +9,6 @@ Nothing here reserves or loops; `jobbridge.worker` does that.
 from __future__ import annotations
 
 import inspect
-import logging
-import sys
 import threading
 import time
 import traceback
@@ -19,25 +17,25 @@ from concurrent.futures import Future
 from typing import Any
 
 from jobbridge import limits, payload, signals
+from jobbridge.attempt_log import log
+from jobbridge.attempt_log import log_attempt as _log_attempt
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.container import Container
-from jobbridge.context import JobContext
-from jobbridge.drivers.base import Driver
+from jobbridge.context import JobContext, attempt_context
 from jobbridge.envelope import Envelope, Reservation
 from jobbridge.errors import JobBridgeError, JobCancelled, PayloadDecodeError, UnknownJob
 from jobbridge.event_loop import EventLoop
 from jobbridge.expiry import dropped, has_expired
 from jobbridge.job import JobOptions, options_of
-from jobbridge.log_output import plain_handler
-from jobbridge.outcome import AcknowledgeJob, FailJob, Outcome, ReleaseJob
+from jobbridge.outcome import AcknowledgeJob, FailJob, Outcome, ReleaseJob, acknowledged
 from jobbridge.registry import JobRegistry
+from jobbridge.settling import store_outcomes
 from jobbridge.telemetry_hooks import ATTEMPT_HOOKS, around_attempt
-from jobbridge.timeouts import Watchdog
+from jobbridge.timeouts import AttemptInterrupted, Watchdog
 from jobbridge.tracking import ResultTracker
 
 CallNext = Callable[[], Any]
 Middleware = Callable[[JobContext, CallNext], Any]
-log = logging.getLogger("jobbridge.job")
 
 
 def shown(exc: BaseException) -> BaseException:
@@ -82,7 +80,8 @@ class Executor:
         self._guard = threading.Lock()
         self._middleware: tuple[Middleware, ...] = tuple(middleware)  # the app's; then `_timed`, innermost
         self._async: dict[type, bool] = {}  # job class -> whether its handle is a coroutine function
-        self._on_loop: dict[type, bool] = {}  # job class -> `runs_on_loop`
+        self._options: dict[type, JobOptions] = {}  # job class -> its options, looked up once
+        self._on_loop: dict[str, bool] = {}  # job name -> `runs_on_loop`
 
     # -- the attempt -------------------------------------------------------------------------
 
@@ -102,7 +101,7 @@ class Executor:
         if res.cancelled or env.id in self.cancelled_ids:  # marked by a driver that read them in its reserve
             self.cancelled_ids.discard(env.id)
             return self._revoked(res, None, start, terminated=False)
-        if has_expired(res, self.clock):  # acknowledged unrun, never retried, stored REVOKED
+        if env.expires_at is not None and has_expired(res, self.clock):  # acknowledged unrun, stored REVOKED
             return dropped(res, self._class_or_none(env.name), self.tracker, _ms(start))
         ready = self.prepare(res, start)
         if isinstance(ready, Outcome):
@@ -110,16 +109,26 @@ class Executor:
         cls, ctx = ready
         if signals.job_processing.receivers:  # no call (and no keyword dict) per attempt while nobody listens
             signals.send(signals.job_processing, cls, ctx=ctx, envelope=env)
-        if self.tracker is not None and options_of(cls).track_started:  # no call for the many jobs that do not
-            self.tracker.started(ctx, options_of(cls))
-        self.begin(env.id, None)
+        if self.tracker is not None:
+            options = self._options_of(cls)
+            if options.track_started:  # no call for the many jobs that do not
+                self.tracker.started(ctx, options)
+        job_id = env.id
+        with self._guard:  # `begin(job_id, None)`, inline: once per attempt
+            self._running[job_id] = None
         try:
-            with self.container.scope():
-                value = self._call(ctx, 0)
+            scope = self.container.enter_scope()  # `Container.scope`, spelled out: no generator per attempt
+            try:
+                value = self._call(ctx, 0) if self._middleware else self._timed(ctx)
+            finally:
+                self.container.exit_scope(scope)
         except Exception as exc:
             return self.decide(ctx, res, exc, start)
         finally:
-            self.ended(env.id)
+            with self._guard:  # `ended(job_id)`, inline
+                self._running.pop(job_id, None)
+                if self._doomed:
+                    self._doomed.discard(job_id)
         return self.succeeded(cls, ctx, res, value, start)
 
     def begin(self, job_id: str, future: Future[Any] | None) -> bool:
@@ -131,10 +140,11 @@ class Executor:
     def ended(self, job_id: str) -> None:
         with self._guard:
             self._running.pop(job_id, None)
-            self._doomed.discard(job_id)
+            if self._doomed:
+                self._doomed.discard(job_id)
 
     def succeeded(self, cls: type, ctx: JobContext, res: Reservation, value: Any, start: float) -> Outcome:
-        outcome = Outcome(res, "acknowledge", "succeeded", duration_ms=_ms(start))
+        outcome = acknowledged(res, "succeeded", _ms(start))
         if signals.job_processed.receivers:
             signals.send(signals.job_processed, cls, ctx=ctx, envelope=res.envelope, duration_ms=outcome.duration_ms)
         return self._finish(outcome, ctx, value)
@@ -171,7 +181,8 @@ class Executor:
             job = payload.decode(cls, env.payload)
         except Exception as exc:
             return self._discard(res, _not_a_job(exc), start)
-        ctx = self._context(env, job)
+        ctx = attempt_context(env.id, env.name, env.queue, env.attempts, env.tries, env.timeout, self.connection,
+                              self.container, log, env.headers, job)
         if env.attempts > env.tries:
             lost = JobBridgeError(
                 f"attempts exhausted: attempt {env.attempts} of {env.tries} began after the reservation "
@@ -186,23 +197,19 @@ class Executor:
         Only an ``async def handle`` with nothing to run around it on a thread: no
         middleware, no attempt hook, no result-store write (``store_result``, ``track_started``).
         """
-        if ATTEMPT_HOOKS or self._middleware or res.decode_error is not None or res.envelope.name not in self.registry:
+        if ATTEMPT_HOOKS or self._middleware or res.decode_error is not None:
             return False
-        cls = self.registry.get(res.envelope.name)
-        fits = self._on_loop.get(cls)
+        name = res.envelope.name
+        fits = self._on_loop.get(name)  # by name: one look-up per job (a name, once registered, keeps its class)
         if fits is None:
+            if name not in self.registry:
+                return False
+            cls = self.registry.get(name)
             options = options_of(cls)
-            fits = self._on_loop[cls] = (inspect.iscoroutinefunction(getattr(cls, "handle", None))
-                                         and not options.store_result
-                                         and not options.track_started)
+            fits = self._on_loop[name] = (inspect.iscoroutinefunction(getattr(cls, "handle", None))
+                                          and not options.store_result
+                                          and not options.track_started)
         return fits
-
-    def _context(self, env: Envelope, job: Any) -> JobContext:
-        return JobContext(
-            id=env.id, name=env.name, queue=env.queue, attempt=env.attempts, max_attempts=env.tries,
-            timeout=env.timeout, connection=self.connection, container=self.container,
-            logger=log, headers=env.headers, job=job,
-        )
 
     def _call(self, ctx: JobContext, index: int) -> Any:
         if index == len(self._middleware):
@@ -217,12 +224,22 @@ class Executor:
             is_async = self._async[cls] = inspect.iscoroutinefunction(cls.handle)
         if is_async:
             return self._invoke(ctx)
-        with self.watchdog.watch(ctx.timeout, ctx.id):
-            with self._guard:
-                doomed = ctx.id in self._doomed
-            if doomed:
-                raise JobCancelled("the job was cancelled while starting (terminate=True)")
-            return self._invoke(ctx)
+        # `with self.watchdog.watch(ctx.timeout, ctx.id):`, spelled out (`Watchdog.arm`): no generator per attempt
+        watchdog = self.watchdog
+        entry = watchdog.arm(ctx.timeout, ctx.id)
+        try:
+            try:
+                if self._doomed:  # only a terminate can add to it: no lock while it is empty
+                    with self._guard:
+                        doomed = ctx.id in self._doomed
+                    if doomed:
+                        raise JobCancelled("the job was cancelled while starting (terminate=True)")
+                return self._invoke(ctx)
+            finally:
+                watchdog.disarm(entry)
+        except AttemptInterrupted:
+            # Also caught when it lands inside the finally above, before the watch's lock is taken.
+            raise watchdog.stopped(entry, ctx.timeout) from None
 
     def _invoke(self, ctx: JobContext) -> Any:
         result = ctx.job.handle(ctx)
@@ -306,6 +323,12 @@ class Executor:
             return outcome
         return self._finish(outcome, ctx)
 
+    def _options_of(self, cls: type) -> JobOptions:
+        options = self._options.get(cls)
+        if options is None:
+            options = self._options[cls] = options_of(cls)
+        return options
+
     def _class_or_none(self, name: str) -> type | None:
         return self.registry.get(name) if name in self.registry else None
 
@@ -319,32 +342,15 @@ class Executor:
     def _finish(self, outcome: Outcome, ctx: JobContext, value: Any = None) -> Outcome:
         _log_attempt(outcome.reservation.envelope, outcome)
         if self.tracker is not None:
-            options: JobOptions = options_of(type(ctx.job))
+            options = self._options_of(type(ctx.job))
             if options.store_result or outcome.label == "revoked":  # what `ResultTracker.settled` writes at all
                 self.tracker.settled(outcome, options, value)
         return outcome
 
     # -- applying outcomes -------------------------------------------------------------------
 
-    @staticmethod
-    def settle(driver: Driver, outcomes: Sequence[Outcome]) -> None:
-        """Apply outcomes to the store: acknowledgements in one batch, then releases and failures.
-
-        A unique job's lock is released on success and on final failure, never on a release:
-        a retrying job is still pending, so a duplicate dispatched meanwhile is rightly dropped.
-        """
-        done = [o.reservation for o in outcomes if o.action == "acknowledge"]
-        if done:
-            driver.acknowledge(done)
-        for o in outcomes:
-            if o.action == "release":
-                driver.release(o.reservation, o.delay)
-            elif o.action == "fail":
-                driver.fail(o.reservation, o.error)
-        for o in outcomes:
-            env = o.reservation.envelope
-            if env.unique_key is not None and o.action != "release":
-                driver.locks.release(env.unique_key, env.id)
+    #: apply outcomes to the store (`jobbridge.settling.store_outcomes`); kept here, where callers found it
+    settle = staticmethod(store_outcomes)
 
     def run_inline(self, env: Envelope) -> None:
         """Run every attempt now, in this thread, without a store (``dispatch_now``, the sync driver).
@@ -373,43 +379,6 @@ def _not_a_job(exc: Exception) -> str:
 
 
 def _ms(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)
-
-
-def _log_attempt(env: Envelope, outcome: Outcome) -> None:
-    """One line per attempt; never the payload.
-
-    When jobbridge's own handler is the only thing the record would reach
-    (`jobbridge.log_output.plain_handler`), it writes the line without a
-    record: the same text, a third of the cost (docs/benchmarks.md). Else the
-    record is the one ``log.log(level, text, extra={"jobbridge": fields})``
-    makes, without that call's walk up the stack for the caller (this function,
-    read from its own frame) and its check of each ``extra`` key.
-    """
-    level = logging.INFO if outcome.action == "acknowledge" else logging.WARNING
-    if not log.isEnabledFor(level):  # at -l warning a retry's or a failure's line is still written
-        return
-    text = (f"name={env.name} job_id={env.id} queue={env.queue} attempt={env.attempts} "
-            f"duration_ms={outcome.duration_ms} outcome={outcome.label}")
-    retry_in = round(outcome.delay, 3) if outcome.action == "release" else None
-    if retry_in is not None:
-        text += f" retry_in={retry_in}"
-    error = outcome.error.split("\n", 1)[0] if outcome.error else None
-    if error is not None:
-        text += f" error={error}"
-    handler = plain_handler(log, level)
-    if handler is not None and handler.write_plain(level, log.name, text):
-        return
-    fields: dict[str, Any] = {
-        "name": env.name, "job_id": env.id, "queue": env.queue, "attempt": env.attempts,
-        "duration_ms": outcome.duration_ms, "outcome": outcome.label,
-    }
-    if retry_in is not None:
-        fields["retry_in"] = retry_in
-    if error is not None:
-        fields["error"] = error
-    here = sys._getframe()
-    record = log.makeRecord(log.name, level, here.f_code.co_filename, here.f_lineno, text, (), None,
-                            here.f_code.co_name)
-    record.jobbridge = fields  # what extra={"jobbridge": fields} sets
-    log.handle(record)
+    """Milliseconds since ``start``, to the microsecond: the nearest float to a whole number of
+    microseconds / 1000, as ``round(ms, 3)`` gives, without its decimal conversion (a sixth of the cost)."""
+    return round((time.perf_counter() - start) * 1_000_000) / 1000

@@ -23,6 +23,28 @@ class Outcome:
     duration_ms: float = 0.0
 
 
+# As `jobbridge.context.attempt_context`: the frozen ``__init__``'s ``object.__setattr__`` per field,
+# replaced by the slot descriptors it ends in, for the outcome every successful attempt builds.
+_SET = {name: Outcome.__dict__[name].__set__ for name in Outcome.__slots__}
+_reservation, _action, _label, _delay, _error, _exception, _duration_ms = (
+    _SET["reservation"], _SET["action"], _SET["label"], _SET["delay"], _SET["error"], _SET["exception"],
+    _SET["duration_ms"])
+_new = object.__new__
+
+
+def acknowledged(reservation: Reservation, label: str, duration_ms: float) -> Outcome:
+    """``Outcome(reservation, "acknowledge", label, duration_ms=duration_ms)``, in half the time."""
+    outcome: Outcome = _new(Outcome)
+    _reservation(outcome, reservation)
+    _action(outcome, "acknowledge")
+    _label(outcome, label)
+    _delay(outcome, 0.0)
+    _error(outcome, "")
+    _exception(outcome, None)
+    _duration_ms(outcome, duration_ms)
+    return outcome
+
+
 class ReleaseJob(Exception):
     """Raise in a job to end this attempt and run it again after ``delay`` seconds (a retry).
 

@@ -366,17 +366,18 @@ def _field(plan: _Plan, key: str, value: Any, path: str) -> Any:
 
 def decode_fields(cls: type, data: Mapping[str, Any], path: str) -> Any:
     """Build ``cls`` from ``data``: every field decoded by its annotation, extras refused."""
-    plan = _plan(cls)
-    extra = len(data.keys() - plan.decoders.keys())
-    if extra:  # their names came with the message: counted, never listed
+    plan = _PLANS.get(cls) or _plan(cls)
+    keys = data.keys()
+    # each check a comparison of key views, which builds no set (once per job): the sets only for the error
+    if not keys <= plan.decoders.keys():  # their names came with the message: counted, never listed
+        extra = len(keys - plan.decoders.keys())
         raise PayloadDecodeError(f"{path}: {extra} unknown field(s), which {cls.__name__} does not declare "
                                  "(names not shown: they came with the message); was the job class changed?")
-    missing = plan.required - data.keys()
-    if missing:
-        raise PayloadDecodeError(f"{path}: missing field(s) {sorted(missing)}")
-    values = {k: _field(plan, k, v, f"{path}.{k}") for k, v in data.items()}
+    if not keys >= plan.required:
+        raise PayloadDecodeError(f"{path}: missing field(s) {sorted(plan.required - keys)}")
+    values = {k: _field(plan, k, v, f"{path}.{k}") for k, v in data.items()} if data else None
     try:
-        return cls(**values)
+        return cls(**values) if values is not None else cls()  # a job without arguments: no comprehension
     except Exception as exc:  # a __post_init__ that refuses the values: never quote its message
         raise PayloadDecodeError(f"{path}: the stored fields do not make a {cls.__name__} "
                                  f"({type(exc).__name__} from its constructor)") from None
@@ -384,7 +385,7 @@ def decode_fields(cls: type, data: Mapping[str, Any], path: str) -> Any:
 
 def decode(cls: type, data: Mapping[str, Any]) -> Any:
     """A job instance from its stored payload; `PayloadDecodeError` names the bad field, whatever went wrong."""
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):  # a dict, nearly always: no ABC check
         raise _fail(cls.__name__, "an object", data)
     try:
         return decode_fields(cls, data, cls.__name__)

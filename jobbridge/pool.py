@@ -48,6 +48,7 @@ class Pool:
         self._inbox: queue.SimpleQueue[Reservation | None] = queue.SimpleQueue()
         self._run, self._done = run, done
         self._loop = None if executor is None else LoopAttempts(size, executor, done, outcome_of_a_fault)
+        self._on_loop = None if executor is None else executor.runs_on_loop  # `LoopAttempts.takes`, one call less
         self._busy = [False] * size  # slot i: whether thread i is in an attempt
         #: set by `submit`: an attempt went to the threads since the loop last waited for one to be taken
         self._submitted = False
@@ -59,8 +60,8 @@ class Pool:
             thread.start()
 
     def submit(self, reservation: Reservation) -> None:
-        loop = self._loop
-        if loop is not None and loop.takes(reservation):
+        loop, on_loop = self._loop, self._on_loop
+        if loop is not None and on_loop is not None and on_loop(reservation):
             loop.submit(reservation)
         else:
             self._submitted = True

@@ -112,12 +112,15 @@ class RateGate:
     def admit(self, reservations: Sequence[Reservation], start: Start, back: HandBack) -> None:
         """Start, hold or hand back each reservation; jobs without a limit start in the order given."""
         groups: dict[str, list[Reservation]] = {}
+        limits = self._limits
         for res in reservations:
-            limit = self.limit_of(res.envelope.name) if res.decode_error is None else None
+            name = res.envelope.name
+            # `limit_of`, without a call per job once the name was seen
+            limit = (limits[name] if name in limits else self.limit_of(name)) if res.decode_error is None else None
             if limit is None:
                 start(res)
             else:
-                groups.setdefault(res.envelope.name, []).append(res)
+                groups.setdefault(name, []).append(res)
         for name, group in groups.items():
             self._book(name, group, start, back)
 

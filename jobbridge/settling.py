@@ -33,13 +33,33 @@ from collections.abc import Callable, Sequence
 from jobbridge.drivers.base import Driver
 from jobbridge.envelope import Reservation
 from jobbridge.errors import DriverUnavailable
-from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome
 
 log = logging.getLogger("jobbridge.worker")
 
 #: how many times running the store may refuse one outcome before the worker gives it up
 MAX_REFUSALS = 5
+
+
+def store_outcomes(driver: Driver, outcomes: Sequence[Outcome]) -> None:
+    """Apply outcomes to the store: acknowledgements in one batch, then releases and failures.
+
+    A unique job's lock is released on success and on final failure, never on a release:
+    a retrying job is still pending, so a duplicate dispatched meanwhile is rightly dropped.
+    (`Executor.settle` is this.)
+    """
+    done = [o.reservation for o in outcomes if o.action == "acknowledge"]
+    if done:
+        driver.acknowledge(done)
+    for o in outcomes:
+        if o.action == "release":
+            driver.release(o.reservation, o.delay)
+        elif o.action == "fail":
+            driver.fail(o.reservation, o.error)
+    for o in outcomes:
+        env = o.reservation.envelope
+        if env.unique_key is not None and o.action != "release":
+            driver.locks.release(env.unique_key, env.id)
 
 
 class Settler:
@@ -60,14 +80,15 @@ class Settler:
 
     def waiting(self) -> set[str]:
         """The ids of the jobs whose outcomes are still to store (the heartbeat no longer renews them)."""
-        return {outcome.reservation.id for outcome in self.pending}
+        return {outcome.reservation.envelope.id for outcome in self.pending}
 
     def combinable(self) -> list[Outcome]:
         """The pending acknowledgements a combined call may store: no unique-job lock, never refused."""
         if not self.may_combine:
             return []
+        refusals = self._refusals  # per job: attributes read, no property call (`Reservation.id`)
         return [o for o in self.pending if o.action == "acknowledge" and o.reservation.envelope.unique_key is None
-                and o.reservation.id not in self._refusals]
+                and (not refusals or o.reservation.envelope.id not in refusals)]
 
     def settle(self, still_ours: Callable[[str], bool], *,
                acknowledging: Callable[[Sequence[Reservation]], None] | None = None) -> list[Outcome]:
@@ -96,7 +117,7 @@ class Settler:
         batch, self.pending = self.pending, []
         if len(batch) > 1:
             try:
-                Executor.settle(self.driver, batch)
+                store_outcomes(self.driver, batch)
             except DriverUnavailable as exc:
                 self._failed("settle", exc)
                 return self._keep(batch, still_ours)
@@ -105,8 +126,9 @@ class Settler:
             else:
                 self._succeeded()
                 self.may_combine = True
-                for outcome in batch:
-                    self._refusals.pop(outcome.reservation.id, None)
+                if self._refusals:
+                    for outcome in batch:
+                        self._refusals.pop(outcome.reservation.envelope.id, None)
                 return batch
         return self._one_by_one(batch, still_ours)
 
@@ -115,7 +137,7 @@ class Settler:
         for index, outcome in enumerate(batch):
             job_id = outcome.reservation.id
             try:
-                Executor.settle(self.driver, [outcome])
+                store_outcomes(self.driver, [outcome])
             except DriverUnavailable as exc:  # the store went away meanwhile: the rest wait for it
                 self._failed("settle", exc)
                 return done + self._keep(batch[index:], still_ours)

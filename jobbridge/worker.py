@@ -7,8 +7,7 @@ reserves what the threads will start soon, stores finished attempts together
 reclaims lapsed ones every half lease. Store errors, and anything else a store
 call raises, are logged, signalled and retried with backoff: no message and no
 outcome can stop the loop (`jobbridge.store_calls`). Whether a lease is still the worker's is judged by
-this process's monotonic clock since the last reserve or renewal that covered
-it, never by comparing the store's deadline with the local wall clock. When
+this process's monotonic clock (`jobbridge.worker_leases`). When
 to stop is the `Lifecycle`'s (jobbridge.worker_lifecycle: running, draining,
 stopping, halted): `stop` drains (finishes and settles what is held),
 `stop(now=True)` leaves at once, and an attempt stuck past its timeout (blocked
@@ -38,10 +37,12 @@ from jobbridge.rate_gate import RateGate
 from jobbridge.settling import Settler
 from jobbridge.store_calls import MAX_BACKOFF as MAX_BACKOFF
 from jobbridge.store_calls import StoreCalls
+from jobbridge.worker_leases import Leases
 from jobbridge.worker_lifecycle import REPLACE_EXIT_CODE as REPLACE_EXIT_CODE
 from jobbridge.worker_lifecycle import STOPPED_AT_ONCE_EXIT_CODE as STOPPED_AT_ONCE_EXIT_CODE
 from jobbridge.worker_lifecycle import Lifecycle
 from jobbridge.worker_options import WorkerOptions as WorkerOptions
+from jobbridge.worker_process import banner
 from jobbridge.worker_process import check_worker_driver as check_worker_driver
 from jobbridge.worker_process import on_stop_signals as on_stop_signals
 
@@ -87,9 +88,9 @@ class Worker:
         self.lifecycle = Lifecycle(wake=self._wake.set, once=self.options.once, max_jobs=self.options.max_jobs,
                                    stop_when_empty=self.options.stop_when_empty)
         self._done: deque[Outcome] = deque()
-        self._held: dict[str, Reservation] = {}
-        self._renewed: dict[str, float] = {}  # job id -> monotonic start of the call that last leased it
-        self._lost: set[str] = set()
+        self.leases = Leases(self.lease)
+        self._held = self.leases.held  # the same dict, never replaced: read on every round
+        self._handed_back = 0  # jobs `_hand_back` gave back to the store, ever (`_accept` counts what it took)
         self._stuck: set[str] = set()
         self._calls = StoreCalls(self, sleep=self.options.sleep, connection=self.connection, monotonic=monotonic)
         self._store = self._calls.call
@@ -176,20 +177,7 @@ class Worker:
 
     def banner(self) -> str:
         """What a starting worker prints: where the jobs are, which queues, how many at once."""
-        conn, options = self.bridge.settings.connection(self.connection), self.options
-        lines = [
-            f"jobbridge worker {options.hostname}",
-            f"  connection   {conn.name} ({conn.driver} driver)",
-            f"  store        {self.driver.describe()}",
-            f"  queues       {', '.join(options.queues)} (in priority order)",
-            f"  concurrency  {options.concurrency} thread(s) per process x {options.processes} process(es)",
-            f"  reservation  {self.lease:g}s, renewed every {self.lease / 4:g}s while a job runs",
-            f"  jobs         {len(self.bridge.registry.names())} registered",
-        ]
-        if self.driver.capabilities.may_lose_an_accepted_job:
-            lines.append(f"  WARNING      the {conn.driver} driver may lose a job it accepted (a crash before "
-                         "it persisted, eviction); use the database driver where every job must survive")
-        return "\n".join(lines)
+        return banner(self.bridge, self.options, self.driver, connection=self.connection, lease=self.lease)
 
     def _announce_stop(self) -> None:
         """Once, on the loop's thread, after the lifecycle left running: log and signal why."""
@@ -258,11 +246,10 @@ class Worker:
         if got and not self._reads_cancellations:  # one look at the cancelled set per batch: a cancelled job
             # is acknowledged unrun (a driver that read them in the reserve marked its reservations instead)
             self._store("check cancellations", lambda: self.executor.refresh_cancellations([r.id for r in got]))
-        for res in got:
-            self._held[res.id] = res
-            self._renewed[res.id] = asked
+        self.leases.hold(got, asked)
+        handed_back = self._handed_back
         self.gate.admit(got, pool.submit, self._hand_back)  # a rate-limited job may wait for its turn
-        taken = sum(1 for res in got if res.id in self._held)  # a job handed back unstarted was not taken
+        taken = len(got) - (self._handed_back - handed_back)  # a job handed back unstarted was not taken
         self.lifecycle.took(taken, held=len(self._held))  # the budget spent, or the drain done, ends the run
 
     def _room(self, settling: int = 0) -> int:
@@ -323,8 +310,7 @@ class Worker:
             asked = self.monotonic()  # as in `_take`: the lease runs from before the call
             taken.append((self._combined.acknowledge_and_reserve(done, self.options.queues, limit), asked))
 
-        for outcome in self._settler.settle(self._still_ours, acknowledging=acknowledging if limit > 0 else None):
-            self._let_go(outcome)
+        self._let_go(self._settler.settle(self._still_ours, acknowledging=acknowledging if limit > 0 else None))
         for got, asked in taken:
             self._accept(pool, got, asked)
 
@@ -336,15 +322,16 @@ class Worker:
 
     def _collect(self) -> None:
         """Finished attempts to the settler; one whose lease was lost is let go unstored."""
-        done, lost = self._done, self._lost
+        done, lost = self._done, self.leases.lost
+        pending = self._settler.pending  # appended to here: `Settler.add`, without a call per job
         while done:
             outcome = done.popleft()
-            if lost and outcome.reservation.id in lost:
+            if lost and outcome.reservation.envelope.id in lost:
                 log.warning("job %s finished after its reservation was lost; its outcome (%s) is not "
                             "stored, and another attempt runs or will run", outcome.reservation.id, outcome.label)
-                self._let_go(outcome)
+                self._let_go((outcome,))
             else:
-                self._settler.add(outcome)
+                pending.append(outcome)
 
     def _hand_back(self, res: Reservation, delay: float) -> bool:
         """A rate-limited job that did not start goes back to the store, its attempt uncounted."""
@@ -354,34 +341,33 @@ class Worker:
 
         if self._store("hand back", hand_back) is None:
             return False
-        self._held.pop(res.id, None)
-        self._renewed.pop(res.id, None)
-        self._lost.discard(res.id)
+        self.leases.drop(res.id)
+        self._handed_back += 1
         return True
 
     def _still_ours(self, job_id: str) -> bool:
         """Whether the lease of ``job_id`` lasts yet, by this process's monotonic clock (never the wall clock)."""
-        leased = self._renewed.get(job_id)
-        return job_id not in self._lost and leased is not None and self.monotonic() < leased + self.lease
+        return self.leases.still_ours(job_id, self.monotonic())
 
-    def _let_go(self, outcome: Outcome) -> None:
-        """Done with a job: no longer held, so no longer renewed."""
-        env = outcome.reservation.envelope
-        job_id = env.id
-        self._held.pop(job_id, None)
-        self._renewed.pop(job_id, None)
-        if self._lost:
-            self._lost.discard(job_id)
-        if self._stuck:
-            self._stuck.discard(job_id)
-        self.stats.add(outcome)
-        counts = self.counts.get(env.queue)
-        if counts is None:
-            counts = self.counts[env.queue] = [0, 0, 0]
-        counts[0] += 1
-        if outcome.action != "acknowledge":
-            counts[1 if outcome.action == "fail" else 2] += 1
-        self._avg_ms += (max(outcome.duration_ms, 0.01) - self._avg_ms) * 0.2
+    def _let_go(self, outcomes: Sequence[Outcome]) -> None:
+        """Done with these jobs: no longer held, so no longer renewed; counted. Per batch: what it
+        looks up is read once for the batch."""
+        drop, stuck, stats, counts = self.leases.drop, self._stuck, self.stats, self.counts
+        avg = self._avg_ms
+        for outcome in outcomes:
+            env = outcome.reservation.envelope
+            drop(env.id)
+            if stuck:
+                stuck.discard(env.id)
+            stats.add(outcome)
+            queue = counts.get(env.queue)
+            if queue is None:
+                queue = counts[env.queue] = [0, 0, 0]
+            queue[0] += 1
+            if outcome.action != "acknowledge":
+                queue[1 if outcome.action == "fail" else 2] += 1
+            avg += (max(outcome.duration_ms, 0.01) - avg) * 0.2
+        self._avg_ms = avg
 
     # -- leases and reclaim ------------------------------------------------------------------
 
@@ -399,14 +385,8 @@ class Worker:
                 self.executor.tracker.maybe_prune()
 
     def _heartbeat(self) -> None:
-        """Renew every held reservation that is running or waiting to run.
-
-        A finished attempt whose outcome the store has not taken yet is not
-        renewed: its outcome is tried for the rest of its lease, then given up,
-        so that no outcome the store keeps failing can hold its job for ever.
-        """
-        waiting = self._settler.waiting()
-        live = [res for job_id, res in self._held.items() if job_id not in self._lost and job_id not in waiting]
+        """Renew every held reservation that is running or waiting to run (`Leases.to_renew`)."""
+        live = self.leases.to_renew(self._settler.waiting())
         if not live:
             return
         asked = self.monotonic()
@@ -414,16 +394,5 @@ class Worker:
         # a cancellation reaches held jobs within one heartbeat: waiting ones are skipped, and
         # running ones cancelled with terminate are stopped
         self._store("check cancellations", lambda: self.executor.refresh_cancellations(list(self._held)))
-        if kept is None:
-            return
-        for res in kept:
-            if res.id in self._held:
-                self._held[res.id] = res
-                self._renewed[res.id] = asked
-        if len(kept) < len(live):
-            renewed = {res.id for res in kept}
-            for res in live:
-                if res.id not in renewed:
-                    self._lost.add(res.id)
-                    log.warning("the reservation of job %s (%s) was lost before its attempt ended: another "
-                                "worker may run it again", res.id, res.envelope.name)
+        if kept is not None:
+            self.leases.renewed_by(live, kept, asked)

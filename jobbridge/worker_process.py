@@ -1,5 +1,5 @@
 """What a worker *process* needs beside its loop: the check that a driver can serve one, which queues it
-works, and OS stop signals.
+works, the banner it prints when it starts, and OS stop signals.
 
 Kept apart from `jobbridge.worker` so that the supervisor and the CLI, which
 start processes, use them without the loop; `jobbridge.worker` re-exports the
@@ -23,10 +23,29 @@ from jobbridge.limits import MAX_TIMEOUT
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
+    from jobbridge.worker_options import WorkerOptions
 
 log = logging.getLogger("jobbridge.worker")
 #: the first wait before a worker tries an unreachable store again at start, added to at each retry; the longest
 START_BACKOFF, START_BACKOFF_MAX = 2.0, 30.0
+
+
+def banner(bridge: JobBridge, options: WorkerOptions, driver: Driver, *, connection: str, lease: float) -> str:
+    """What a starting worker prints (`Worker.banner`): where the jobs are, which queues, how many at once."""
+    conn = bridge.settings.connection(connection)
+    lines = [
+        f"jobbridge worker {options.hostname}",
+        f"  connection   {conn.name} ({conn.driver} driver)",
+        f"  store        {driver.describe()}",
+        f"  queues       {', '.join(options.queues)} (in priority order)",
+        f"  concurrency  {options.concurrency} thread(s) per process x {options.processes} process(es)",
+        f"  reservation  {lease:g}s, renewed every {lease / 4:g}s while a job runs",
+        f"  jobs         {len(bridge.registry.names())} registered",
+    ]
+    if driver.capabilities.may_lose_an_accepted_job:
+        lines.append(f"  WARNING      the {conn.driver} driver may lose a job it accepted (a crash before "
+                     "it persisted, eviction); use the database driver where every job must survive")
+    return "\n".join(lines)
 
 
 def check_worker_driver(bridge: JobBridge, connection: str | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from jobbridge.errors import JobTimeout
-from jobbridge.timeouts import SWEEP_AT, Watchdog
+from jobbridge.timeouts import SWEEP_AT, AttemptInterrupted, Watchdog
 
 
 def spin_until_stopped(watchdog: Watchdog, timeout: float = 0.2) -> None:
@@ -108,3 +109,38 @@ def test_a_watchdog_thread_that_died_is_started_again(watchdog: Watchdog) -> Non
     assert not first.is_alive()
     spin_until_stopped(watchdog)
     assert watchdog._thread is not first and watchdog._thread is not None and watchdog._thread.is_alive()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_its_own_watchdog_thread(watchdog: Watchdog) -> None:
+    """The parent's thread does not come along into a forked child: the child's first watch starts one."""
+    spin_until_stopped(watchdog)  # the parent's thread runs
+    pid = os.fork()
+    if pid == 0:  # the child: its timeouts must still be enforced
+        code = 1
+        try:
+            spin_until_stopped(watchdog)
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_the_executor_spelling_stops_an_overrun_and_leaves_nothing_behind(watchdog: Watchdog) -> None:
+    """`arm` / `disarm` / `stopped`, as `Executor` calls them, do what `watch` does."""
+    deadline = time.monotonic() + 60
+    entry = watchdog.arm(0.1, "spelled")
+    with pytest.raises(JobTimeout):
+        try:
+            try:
+                while time.monotonic() < deadline:
+                    pass
+            finally:
+                watchdog.disarm(entry)
+        except AttemptInterrupted:
+            raise watchdog.stopped(entry, 0.1) from None
+    assert time.monotonic() < deadline
+    entry = watchdog.arm(10.0, "quick")
+    watchdog.disarm(entry)
+    assert watchdog.held <= SWEEP_AT * 2 and "quick" not in watchdog._watching

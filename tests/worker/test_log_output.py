@@ -281,8 +281,8 @@ def test_the_attempt_line_says_what_it_always_said(caplog: pytest.LogCaptureFixt
     fields = record.jobbridge  # type: ignore[attr-defined]
     assert fields["job_id"] == env.id and fields["outcome"] == label and fields["attempt"] == 2
     # where the record says it was logged from, as logging's own caller lookup would have said
-    assert record.funcName == "_log_attempt" and record.pathname.endswith(os.path.join("jobbridge", "execution.py"))
-    assert record.module == "execution" and record.lineno > 0
+    assert record.funcName == "log_attempt" and record.pathname.endswith(os.path.join("jobbridge", "attempt_log.py"))
+    assert record.module == "attempt_log" and record.lineno > 0
 
 
 # -- real worker processes -------------------------------------------------------------------------
@@ -398,5 +398,5 @@ def test_an_app_with_its_own_logging_gets_every_record_and_the_worker_adds_no_ha
     records = [json.loads(line) for line in (store.tmp / "records.jsonl").read_text().splitlines()]
     assert len(records) == 500 == summary(store)
     assert all(r["outcome"] == "succeeded" and r["message"].startswith(f"name=logapp.tick job_id={r['job_id']} ")
-               and r["funcName"] == "_log_attempt" and r["thread"].startswith("jobbridge-worker")
+               and r["funcName"] == "log_attempt" and r["thread"].startswith("jobbridge-worker")
                for r in records)

@@ -167,7 +167,7 @@ def test_a_handler_the_app_adds_gets_the_record_with_its_fields_and_the_line_is_
     assert beside == alone
     (record,) = app.records
     assert record.name == "jobbridge.job" and record.levelno == logging.WARNING
-    assert record.funcName == "_log_attempt" and record.pathname.endswith(os.path.join("jobbridge", "execution.py"))
+    assert record.funcName == "log_attempt" and record.pathname.endswith(os.path.join("jobbridge", "attempt_log.py"))
     assert record.jobbridge == {  # type: ignore[attr-defined]
         "name": "blog.notify", "job_id": env.id, "queue": "mail", "attempt": 2, "duration_ms": 1.25,
         "outcome": "released", "retry_in": 2.5, "error": "ValueError: no"}
