@@ -28,10 +28,10 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Row, String, any_, bindparam, delete, select, text, update
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import Connection, Row, bindparam, delete, select, text, update
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock
 from jobbridge.drivers.database.after_fork import reset_after_fork
@@ -91,10 +91,17 @@ _TAKE_ONE = (
 _FORGET_MEMBERS = delete(counters).where(counters.c.key == bindparam("ckey"), counters.c.member != "")
 
 
-_CANCELLED_ANY = select(cancelled.c.id).where(
-    cancelled.c.id == any_(bindparam("ids", type_=postgresql.ARRAY(String))),
-    cancelled.c.expires_at > bindparam("now"),
-)
+# The lookup a worker's heartbeat makes for its held jobs, as the client's own SQL: no SQLAlchemy
+# construct (cache key, compiled form) per call. PostgreSQL: one array parameter, the same text for any
+# batch (so the server's plan and psycopg's parse are reused); parameters: the ids, the store's now.
+_CANCELLED_ANY = f"SELECT id FROM {cancelled.name} WHERE id = ANY(%s::text[]) AND expires_at > %s"
+
+
+@cache
+def _cancelled_in(mark: str, count: int) -> str:
+    """SQLite and MariaDB: which of ``count`` ids are cancelled (parameters: the store's now, then the ids)."""
+    return f"SELECT id FROM {cancelled.name} WHERE expires_at > {mark} AND id IN ({', '.join([mark] * count)})"
+
 
 #: the database connection settings a result store takes besides migrate
 _TIMEOUTS = ("connect_timeout", "statement_timeout")
@@ -233,18 +240,18 @@ class DatabaseResultStore:
 
     def cancelled(self, ids: Sequence[str]) -> set[str]:
         found: set[str] = set()
+        if not ids:
+            return found
         now = self.clock.now()
-        if self.engine.dialect.name == "postgresql":
-            # one array parameter: the same statement text for any batch size, so the server's plan and
-            # psycopg's parse are reused (an IN list is a new statement per length); in autocommit, one round
-            # trip instead of BEGIN, SELECT, ROLLBACK (the worker asks once per reserved batch)
+        if self.dialect == POSTGRESQL:
+            # in autocommit: one round trip instead of BEGIN, SELECT, ROLLBACK
             with translated("read cancellations"), self.engine.connect() as conn:
                 conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                return set(conn.execute(_CANCELLED_ANY, {"ids": list(ids), "now": now}).scalars())
+                return {row[0] for row in conn.exec_driver_sql(_CANCELLED_ANY, (list(ids), now))}
+        mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
         with self._read("read cancellations") as conn:
             for chunk in _chunks(ids):
-                query = select(cancelled.c.id).where(cancelled.c.id.in_(chunk), cancelled.c.expires_at > now)
-                found.update(conn.execute(query).scalars())
+                found.update(row[0] for row in conn.exec_driver_sql(_cancelled_in(mark, len(chunk)), (now, *chunk)))
         return found
 
     # -- counters ----------------------------------------------------------------------------
