@@ -13,10 +13,15 @@ the same row:
 - MariaDB/MySQL (no ``UPDATE ... RETURNING``): ``SELECT ... FOR UPDATE SKIP
   LOCKED`` then ``UPDATE`` of those ids, in the caller's transaction; the rows
   stay locked until it commits, so what the SELECT read is what was claimed.
+
+Given ``cancelled_after`` (the result store's now, for a driver that reads its
+cancellations: `jobbridge.drivers.base.ReadsCancellations`), each statement also
+reads whether the row's id is cancelled, and `reservation_of` marks it so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -36,14 +41,19 @@ class ClaimedRow(NamedTuple):
     body: bytes
     attempts: int
     available_at: float
+    #: the result store had cancelled the job (read only when the claim was given ``cancelled_after``)
+    cancelled: bool = False
 
 
 class Claim(Protocol):
-    """Claim up to ``limit`` rows of ``queue``, having first deleted the rows held under ``acknowledged``."""
+    """Claim up to ``limit`` rows of ``queue``, having first deleted the rows held under ``acknowledged``.
+
+    ``cancelled_after``: read each row's cancellation too, in force while it expires after this time.
+    """
 
     def __call__(
         self, conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
-        acknowledged: Sequence[tuple[str, str]] = (),
+        acknowledged: Sequence[tuple[str, str]] = (), cancelled_after: float | None = None,
     ) -> list[ClaimedRow]: ...
 
 
@@ -76,37 +86,49 @@ def forget(conn: Connection, receipts: Receipts) -> None:
 
 def claim_sqlite(
     conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
+    cancelled_after: float | None = None,
 ) -> list[ClaimedRow]:
     """Claim under SQLite's write lock (the caller began with ``BEGIN IMMEDIATE``), after the acknowledgement."""
     forget(conn, acknowledged)
-    return _in_order(conn.exec_driver_sql(hot_sql.SQLITE_CLAIM, (token, until, queue, now, limit)))
+    if cancelled_after is None:
+        return _in_order(conn.exec_driver_sql(hot_sql.SQLITE_CLAIM, (token, until, queue, now, limit)))
+    params = (token, until, queue, now, limit, cancelled_after)
+    return _in_order(conn.exec_driver_sql(hot_sql.SQLITE_CLAIM_CANCELS, params))
 
 
 def claim_postgres(
     conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
+    cancelled_after: float | None = None,
 ) -> list[ClaimedRow]:
     """Claim in one statement, the acknowledgement folded in; rows another transaction has locked are skipped.
 
     The driver runs it in autocommit (`DatabaseDriver._reserve_now`): the statement is its own transaction.
     """
-    claim = (queue, now, limit, token, until)
+    claim: tuple[object, ...] = (queue, now, limit, token, until)
+    if cancelled_after is not None:
+        claim = (*claim, cancelled_after)
     if not acknowledged:
-        return _in_order(conn.exec_driver_sql(hot_sql.POSTGRES_CLAIM, claim))
-    params = (*hot_sql.receipt_arrays(acknowledged), *claim)
-    return _in_order(conn.exec_driver_sql(hot_sql.POSTGRES_FORGET_AND_CLAIM, params))
+        sql = hot_sql.POSTGRES_CLAIM if cancelled_after is None else hot_sql.POSTGRES_CLAIM_CANCELS
+        return _in_order(conn.exec_driver_sql(sql, claim))
+    sql = hot_sql.POSTGRES_FORGET_AND_CLAIM if cancelled_after is None else hot_sql.POSTGRES_FORGET_AND_CLAIM_CANCELS
+    return _in_order(conn.exec_driver_sql(sql, (*hot_sql.receipt_arrays(acknowledged), *claim)))
 
 
 def claim_mysql(
     conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
+    cancelled_after: float | None = None,
 ) -> list[ClaimedRow]:
     """After the acknowledgement, lock the rows, then mark them; the lock lasts until the transaction commits."""
     forget(conn, acknowledged)
-    picked = conn.exec_driver_sql(hot_sql.MYSQL_PICK, (queue, now, limit)).all()
+    if cancelled_after is None:
+        picked = conn.exec_driver_sql(hot_sql.MYSQL_PICK, (queue, now, limit)).all()
+    else:
+        picked = conn.exec_driver_sql(hot_sql.MYSQL_PICK_CANCELS, (cancelled_after, queue, now, limit)).all()
     if not picked:
         return []
     ids = [row[0] for row in picked]
     conn.exec_driver_sql(hot_sql.mysql_mark(len(ids)), (token, until, *ids))
-    return [ClaimedRow(row[0], row[1], row[2], counted(row[3]), row[4]) for row in picked]
+    return [ClaimedRow(row[0], row[1], row[2], counted(row[3]), row[4], *row[5:]) for row in picked]
 
 
 CLAIMS: dict[str, Claim] = {MYSQL: claim_mysql, POSTGRESQL: claim_postgres}
@@ -123,6 +145,11 @@ def reservation_of(row: ClaimedRow, token: str, until: float, now: float) -> Res
     Never raises: one row that cannot become a job must not fail the claim of
     the rows beside it (they are already marked as reserved by this token).
     """
+    made = _reservation_of(row, token, until, now)
+    return dataclasses.replace(made, cancelled=True) if row.cancelled else made
+
+
+def _reservation_of(row: ClaimedRow, token: str, until: float, now: float) -> Reservation:
     receipt = (row.id, token)
     problem = attempts_problem(row.attempts)
     if problem is not None:

@@ -12,7 +12,8 @@ body that does not decode, or an attempt count out of range, is handed out to
 be failed (`jobbridge.envelope.reservation_from_body`), and the failed store
 takes every outcome (`failed.move`). The failed store (``driver.failed``) and
 the unique-job locks (``driver.locks``) are their own objects on the same engine
-(`failed.FailedStore`, `locks.LockStore`).
+(`failed.FailedStore`, `locks.LockStore`); extending and reclaiming leases is
+`leases`, and what lets a claim read the result store's cancellations, `cancellations`.
 """
 
 from __future__ import annotations
@@ -25,27 +26,14 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sqlalchemy import (
-    Connection,
-    Select,
-    and_,
-    bindparam,
-    case,
-    delete,
-    exc,
-    func,
-    or_,
-    select,
-    text,
-    update,
-)
-from sqlalchemy.sql.elements import ColumnElement
+from sqlalchemy import Connection, Select, and_, bindparam, case, delete, exc, func, select, text, update
 
 from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of
 from jobbridge.drivers.base import Capabilities
-from jobbridge.drivers.database import failed, migrations, purge
+from jobbridge.drivers.database import failed, leases, migrations, purge
 from jobbridge.drivers.database.after_fork import reset_after_fork
 from jobbridge.drivers.database.ages import DatabaseAges
+from jobbridge.drivers.database.cancellations import cancellations_clock
 from jobbridge.drivers.database.claims import ClaimedRow, claim_for, forget, reservation_of
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, build_engine, describe, hot_engine, parse_url
 from jobbridge.drivers.database.failures import read_transaction, translated, write_transaction
@@ -78,13 +66,6 @@ _HAND_BACK = update(jobs).where(_IS_HELD).values(
 _FORGET = delete(jobs).where(_IS_HELD)
 # locks the held row (SQLite: the write lock is held already) until it is copied and deleted
 _HOLDS = select(jobs.c.id).where(_IS_HELD).with_for_update()
-_RECLAIM = (
-    update(jobs)
-    .where(jobs.c.reserved_until <= bindparam("now"))
-    .values(token=None, reserved_until=None, available_at=bindparam("due"))
-)
-# min() is read off the lease index's first entry on every dialect, whatever the planner's statistics
-_EARLIEST_LEASE = select(func.min(jobs.c.reserved_until))
 _MAX_PACKET = text("SELECT @@max_allowed_packet")
 #: pushes of this many rows or more go by COPY on PostgreSQL (`_copy`)
 COPY_FROM = 100
@@ -113,15 +94,6 @@ def _copy(conn: Connection, statement: str, rows: list[tuple[Any, ...]]) -> None
                 copy.write_row(row)
     except psycopg.Error as error:
         raise exc.DBAPIError.instance(statement, None, error, psycopg.Error) from error
-
-
-def _held(reservations: Sequence[Reservation]) -> ColumnElement[bool]:
-    """Rows still held under the given receipts: one ``token = t AND id IN (...)`` per reserve call."""
-    by_token: dict[str, list[str]] = {}
-    for res in reservations:
-        job_id, token = res.receipt
-        by_token.setdefault(token, []).append(job_id)
-    return or_(*(and_(jobs.c.token == token, jobs.c.id.in_(ids)) for token, ids in by_token.items()))
 
 
 class DatabaseDriver:
@@ -154,6 +126,8 @@ class DatabaseDriver:
         self._statements = hot_engine(self.url, timeouts, self.engine)
         self._copies = self.dialect == POSTGRESQL and self.engine.dialect.driver == "psycopg"
         self._returning = self.dialect != MYSQL  # MariaDB has no UPDATE ... RETURNING
+        #: the result store's clock, once the claims read its cancellations (`read_cancellations`)
+        self._cancellations: Clock | None = None
         self._listener: Listener | None = None
         self._listener_lock = threading.Lock()
         reset_after_fork(self, _forget_listener)
@@ -230,12 +204,14 @@ class DatabaseDriver:
         until = now + self.reservation
         token = new_id()  # one token for the whole batch; the id tells its rows apart
         receipts = [r.receipt for r in acknowledged]
+        cancelled_after = None if self._cancellations is None else self._cancellations.now()
 
         def claim(conn: Connection) -> list[ClaimedRow]:
             claimed: list[ClaimedRow] = []
             for at, queue in enumerate(queues):
                 claimed += self._claim(conn, queue=queue, limit=limit - len(claimed), token=token, now=now,
-                                       until=until, acknowledged=() if at else receipts)
+                                       until=until, acknowledged=() if at else receipts,
+                                       cancelled_after=cancelled_after)
                 if len(claimed) >= limit:
                     break
             return claimed
@@ -243,6 +219,15 @@ class DatabaseDriver:
         action = "acknowledge jobs and reserve more" if receipts else "reserve jobs"
         rows = write_transaction(self._statements, action, claim)
         return [reservation_of(row, token, until, now) for row in rows]
+
+    def read_cancellations(self, store: object) -> bool:
+        """`ReadsCancellations`: a database result store on this database is read by every claim from now on.
+
+        Each claimed row then comes with whether its id is in ``jobbridge_cancelled``, judged by
+        the store's own clock as `DatabaseResultStore.cancelled` judges it (`cancellations`).
+        """
+        self._cancellations = cancellations_clock(self.engine, self.url, store)
+        return self._cancellations is not None
 
     def _reserve_waiting(self, queues: Sequence[str], limit: int, wait: float) -> list[Reservation]:
         listener = self._listen()
@@ -325,40 +310,10 @@ class DatabaseDriver:
         self._write("fail a job", move)
 
     def extend(self, reservations: Sequence[Reservation], seconds: float) -> list[Reservation]:
-        if not reservations:
-            return []
-        until = self.clock.now() + seconds
-        renew = update(jobs).where(_held(reservations)).values(reserved_until=until)
-
-        def renewed(conn: Connection) -> set[tuple[Any, ...]]:
-            if self._returning:
-                return {tuple(row) for row in conn.execute(renew.returning(jobs.c.id, jobs.c.token))}
-            # The UPDATE keeps the rows it matched locked, so this reads exactly those.
-            conn.execute(renew)
-            found = conn.execute(select(jobs.c.id, jobs.c.token).where(_held(reservations)))
-            return {tuple(row) for row in found}
-
-        held = self._write("extend reservations", renewed)
-        return [dataclasses.replace(r, lease_until=until) for r in reservations if tuple(r.receipt) in held]
+        return leases.extend(self, reservations, seconds)
 
     def reclaim_expired(self) -> int:
-        now = self.clock.now()
-        # Look first, without locks: usually nothing lapsed, and then no reclaim (run by every
-        # worker) takes row locks that a claim in another transaction would have to wait for.
-        with self._read("look for lapsed reservations") as conn:
-            earliest = conn.execute(_EARLIEST_LEASE).scalar()
-        if earliest is None or earliest > now:
-            return 0
-
-        def reclaim(conn: Connection) -> int:
-            # Each row is updated by one of several concurrent reclaims: the others
-            # re-read it after the winner commits and find it no longer lapsed.
-            count = int(conn.execute(_RECLAIM, {"now": now, "due": now}).rowcount)
-            if count:
-                self._notify(conn, [""])
-            return count
-
-        return self._write("reclaim lapsed reservations", reclaim)
+        return leases.reclaim_expired(self)
 
     # -- counts, schema, life cycle ------------------------------------------
 

@@ -15,6 +15,11 @@ unreserved rows of one queue in ``(available_at, id)`` order, marked with the
 batch's token and lease and one attempt more (a count outside
 ``[0, ATTEMPTS_CEILING)`` is left as it is, to be failed as malformed); and
 the acknowledgement deletes only rows still held under their token.
+
+Each claim also comes with a sixth column, for a driver that reads a database result store's
+cancellations in its reserve (`jobbridge.drivers.base.ReadsCancellations`): whether the row's id
+is in ``jobbridge_cancelled`` and not yet expired by the result store's clock (a parameter of its own),
+read by the claim itself, so the worker makes no lookup of its own per batch.
 """
 
 from __future__ import annotations
@@ -34,20 +39,31 @@ _MARK = (f"attempts = CASE WHEN attempts >= 0 AND attempts < {ATTEMPTS_CEILING} 
 _READY = (f"SELECT {{columns}} FROM {_T} WHERE queue = {{m}} AND reserved_until IS NULL AND available_at <= {{m}} "
           "ORDER BY available_at, id LIMIT {m}")
 _RETURNED = "id, queue, body, attempts, available_at"
+#: the result store's cancellations (`jobbridge.results.tables.cancelled`), as this SQL names the table
+CANCELLED_TABLE = "jobbridge_cancelled"
+#: the claimed row is cancelled, by the store's clock (its one parameter, the store's now); its id is the key
+_IS_CANCELLED = (f"EXISTS (SELECT 1 FROM {CANCELLED_TABLE} cancelled WHERE cancelled.id = {_T}.id "
+                 "AND cancelled.expires_at > {m})")
 
-#: SQLite, under the write lock its BEGIN IMMEDIATE took; parameters: token, lease, queue, due by, batch.
-#: RETURNING gives no order: the caller restores the claim's.
+#: SQLite, under the write lock its BEGIN IMMEDIATE took; parameters: token, lease, queue, due by, batch
+#: (``*_CANCELS``: then the store's now). RETURNING gives no order: the caller restores the claim's.
 SQLITE_CLAIM = (f"UPDATE {_T} SET {_MARK.format(m='?')} WHERE id IN ({_READY.format(columns='id', m='?')}) "
                 f"RETURNING {_RETURNED}")
+SQLITE_CLAIM_CANCELS = f"{SQLITE_CLAIM}, {_IS_CANCELLED.format(m='?')}"
 
 #: PostgreSQL, in one statement, skipping rows another transaction has locked; parameters: queue, due by,
-#: batch, token, lease. One text for every batch size: psycopg prepares it after a few runs.
+#: batch, token, lease (``*_CANCELS``: then the store's now). One text for every batch size: psycopg
+#: prepares it after a few runs.
 POSTGRES_CLAIM = (f"WITH picked AS ({_READY.format(columns='id', m='%s')} FOR UPDATE SKIP LOCKED) "
                   f"UPDATE {_T} SET {_MARK.format(m='%s')} FROM picked WHERE {_T}.id = picked.id "
                   f"RETURNING {', '.join(f'{_T}.{c}' for c in _RETURNED.split(', '))}")
+POSTGRES_CLAIM_CANCELS = f"{POSTGRES_CLAIM}, {_IS_CANCELLED.format(m='%s')}"
 
-#: MariaDB (no UPDATE ... RETURNING): lock and read the rows (parameters: queue, due by, batch) ...
+#: MariaDB (no UPDATE ... RETURNING): lock and read the rows (parameters: queue, due by, batch; for
+#: ``MYSQL_PICK_CANCELS`` the store's now comes first, its column being first in the text) ...
 MYSQL_PICK = f"{_READY.format(columns=_RETURNED, m='%s')} FOR UPDATE SKIP LOCKED"
+MYSQL_PICK_CANCELS = (f"{_READY.format(columns=f'{_RETURNED}, ' + _IS_CANCELLED.format(m='%s'), m='%s')} "
+                      "FOR UPDATE SKIP LOCKED")
 
 
 @cache
@@ -64,6 +80,7 @@ POSTGRES_FORGET = (f"DELETE FROM {_T} AS held USING unnest(%s::text[], %s::text[
 #: where BEGIN, DELETE, UPDATE and COMMIT took four). The rows deleted are reserved and the rows claimed are
 #: not, so the two parts never touch one row. Parameters: the ids, the tokens, then the claim's.
 POSTGRES_FORGET_AND_CLAIM = f"WITH gone AS ({POSTGRES_FORGET}), {POSTGRES_CLAIM.removeprefix('WITH ')}"
+POSTGRES_FORGET_AND_CLAIM_CANCELS = f"WITH gone AS ({POSTGRES_FORGET}), {POSTGRES_CLAIM_CANCELS.removeprefix('WITH ')}"
 
 
 @cache

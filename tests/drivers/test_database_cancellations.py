@@ -1,0 +1,166 @@
+"""The database driver reads a database result store's cancellations in its claims (`ReadsCancellations`).
+
+A cancellation that landed before a job was reserved still stops it: the claim
+(plain, or folded into an acknowledgement) reads ``jobbridge_cancelled`` in its
+own statement and marks the reservation ``cancelled``, and the worker, which then
+makes no lookup of its own per batch, acknowledges it unrun. On every dialect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from jobbridge import Job, JobBridge, JobContext, Settings
+from jobbridge.drivers.base import ReadsCancellations
+from jobbridge.drivers.database import DatabaseDriver
+from jobbridge.drivers.database.cancellations import database_of
+from jobbridge.drivers.database.engine import parse_url
+from jobbridge.drivers.database.hot_sql import CANCELLED_TABLE
+from jobbridge.results.celery_database import open_celery_database_store
+from jobbridge.results.database import DatabaseResultStore, open_database_store
+from jobbridge.results.tables import cancelled
+from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import make_envelope
+from jobbridge.worker import Worker, WorkerOptions
+from tests.drivers.database_servers import DIALECTS, fresh_database
+
+CLOCK = FixedClock()  # never moved: every pushed job is due at once
+RAN: list[str] = []
+
+
+class Counted(Job, name="sql_cancels.counted"):
+    def handle(self, ctx: JobContext) -> None:
+        RAN.append(ctx.id)
+
+
+@pytest.fixture(params=DIALECTS)
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with fresh_database(request.param, tmp_path) as made:
+        yield made
+
+
+@pytest.fixture
+def driver(url: str) -> Iterator[DatabaseDriver]:
+    made = DatabaseDriver(url, reservation=30, clock=CLOCK)
+    made.migrate()
+    yield made
+    made.close()
+
+
+def _store(url: str, clock: FixedClock = CLOCK, *, migrate: bool = True) -> DatabaseResultStore:
+    return open_database_store(url, clock=clock, migrate=migrate)
+
+
+def _push(driver: DatabaseDriver, n: int) -> list[str]:
+    envelopes = [make_envelope(CLOCK) for _ in range(n)]
+    driver.push(envelopes)
+    return [env.id for env in envelopes]
+
+
+def test_the_sql_names_the_result_stores_table() -> None:
+    assert cancelled.name == CANCELLED_TABLE
+
+
+def test_each_way_of_reserving_marks_the_cancelled_jobs(driver: DatabaseDriver, url: str) -> None:
+    store = _store(url)
+    assert isinstance(driver, ReadsCancellations) and driver.read_cancellations(store)
+    ids = _push(driver, 6)
+    store.cancel([ids[1], ids[3], ids[5]], 60)
+    first = driver.reserve(["default"], 2)
+    assert [(r.id, r.cancelled) for r in first] == [(ids[0], False), (ids[1], True)]
+    more = driver.acknowledge_and_reserve(first, ["default"], 2)
+    assert [(r.id, r.cancelled) for r in more] == [(ids[2], False), (ids[3], True)]
+    last = driver.reserve(["default"], 5, wait=1.0)  # PostgreSQL's waiting reserve claims the same way
+    assert [(r.id, r.cancelled) for r in last] == [(ids[4], False), (ids[5], True)]
+    (counts,) = driver.counts()
+    assert (counts.ready, counts.reserved) == (0, 4), "the first batch acknowledged, the others held"
+    store.close()
+
+
+def test_a_lapsed_cancellation_is_not_in_force(driver: DatabaseDriver, url: str) -> None:
+    clock = FixedClock()
+    store = _store(url, clock)
+    assert driver.read_cancellations(store)
+    first, second = _push(driver, 2)
+    store.cancel([first, second], 10)
+    clock.advance(11)  # by the result store's clock, as its own lookup judges it
+    (res,) = driver.reserve(["default"], 1)
+    assert (res.id, res.cancelled) == (first, False)
+    (res,) = driver.acknowledge_and_reserve([res], ["default"], 1)
+    assert (res.id, res.cancelled) == (second, False)
+    assert store.cancelled([first, second]) == set(), "the store's own lookup agrees"
+    store.close()
+
+
+def test_without_the_store_the_claims_mark_nothing(driver: DatabaseDriver, url: str) -> None:
+    store = _store(url)
+    (job_id,) = _push(driver, 1)
+    store.cancel([job_id], 60)
+    (res,) = driver.reserve(["default"], 1)
+    assert not res.cancelled, "left to the worker's own lookup"
+    assert store.cancelled([job_id]) == {job_id}
+    store.close()
+
+
+def test_a_store_on_another_database_is_not_read(driver: DatabaseDriver, tmp_path: Path) -> None:
+    dialect = "postgresql" if driver.dialect == "postgresql" else "mariadb" if driver.dialect == "mysql" else "sqlite"
+    with fresh_database(dialect, tmp_path / "other") as other:
+        (tmp_path / "other").mkdir(exist_ok=True)
+        store = _store(other)
+        assert not driver.read_cancellations(store)
+        assert not driver.read_cancellations(object())
+        (job_id,) = _push(driver, 1)
+        store.cancel([job_id], 60)
+        (res,) = driver.reserve(["default"], 1)
+        assert not res.cancelled
+        store.close()
+
+
+def test_a_store_whose_tables_are_missing_is_not_read(driver: DatabaseDriver, url: str) -> None:
+    store = _store(url, migrate=False)
+    assert not driver.read_cancellations(store), "a claim would fail on the missing table"
+    _push(driver, 1)
+    assert len(driver.reserve(["default"], 1)) == 1
+    store.close()
+
+
+def test_a_store_wrapping_one_is_not_read(driver: DatabaseDriver, url: str) -> None:
+    store = open_celery_database_store(url, clock=CLOCK)
+    assert not driver.read_cancellations(store), "its lookup is its own to define"
+    store.close()
+
+
+def test_a_database_is_told_by_file_server_user_and_search_path(tmp_path: Path) -> None:
+    same = f"sqlite:///{tmp_path / 'a.sqlite3'}"
+    assert database_of(parse_url(same)) == database_of(parse_url(f"sqlite:///{tmp_path / 'x' / '..' / 'a.sqlite3'}"))
+    assert database_of(parse_url(same)) != database_of(parse_url(f"sqlite:///{tmp_path / 'b.sqlite3'}"))
+    pg = "postgresql://u@127.0.0.1/test"
+    assert database_of(parse_url(pg)) == database_of(parse_url("postgresql://u:secret@127.0.0.1:5432/test"))
+    for other in ("postgresql://u@127.0.0.1/other", "postgresql://u@127.0.0.1:5433/test",
+                  "postgresql://v@127.0.0.1/test", "postgresql://u@127.0.0.1/test?options=-csearch_path%3Ds",
+                  "mysql://u@127.0.0.1/test"):
+        assert database_of(parse_url(pg)) != database_of(parse_url(other)), other
+
+
+def test_a_worker_acknowledges_a_job_cancelled_before_its_reserve_unrun(url: str) -> None:
+    RAN.clear()
+    bridge = JobBridge(Settings.from_mapping({"driver": "database", "database_url": url}), jobs=[Counted])
+    ids = [str(bridge.dispatch(Counted())) for _ in range(3)]
+    bridge.cancel(ids[1])
+    worker = Worker(bridge, WorkerOptions(stop_when_empty=True, sleep=0.02))
+    lookups: list[Sequence[str]] = []
+    looked_up = worker.executor.refresh_cancellations
+
+    def counted(waiting: Sequence[str]) -> None:
+        lookups.append(waiting)
+        looked_up(waiting)
+
+    worker.executor.refresh_cancellations = counted  # type: ignore[method-assign]
+    stats = worker.run()
+    assert (stats.succeeded, stats.cancelled) == (2, 1)
+    assert sorted(RAN) == sorted([ids[0], ids[2]])
+    assert lookups == [], "the claim read the cancellations: no lookup of its own per batch"
+    bridge.close()
