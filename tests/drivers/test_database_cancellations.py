@@ -8,12 +8,11 @@ makes no lookup of its own per batch, acknowledges it unrun. On every dialect.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from jobbridge import Job, JobBridge, JobContext, Settings
 from jobbridge.drivers.base import ReadsCancellations
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.drivers.database.cancellations import database_of
@@ -24,16 +23,10 @@ from jobbridge.results.database import DatabaseResultStore, open_database_store
 from jobbridge.results.tables import cancelled
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import make_envelope
-from jobbridge.worker import Worker, WorkerOptions
+from tests.drivers.cancellation_checks import check_a_cancelled_job_is_acknowledged_unrun
 from tests.drivers.database_servers import DIALECTS, fresh_database
 
 CLOCK = FixedClock()  # never moved: every pushed job is due at once
-RAN: list[str] = []
-
-
-class Counted(Job, name="sql_cancels.counted"):
-    def handle(self, ctx: JobContext) -> None:
-        RAN.append(ctx.id)
 
 
 @pytest.fixture(params=DIALECTS)
@@ -146,21 +139,4 @@ def test_a_database_is_told_by_file_server_user_and_search_path(tmp_path: Path) 
 
 
 def test_a_worker_acknowledges_a_job_cancelled_before_its_reserve_unrun(url: str) -> None:
-    RAN.clear()
-    bridge = JobBridge(Settings.from_mapping({"driver": "database", "database_url": url}), jobs=[Counted])
-    ids = [str(bridge.dispatch(Counted())) for _ in range(3)]
-    bridge.cancel(ids[1])
-    worker = Worker(bridge, WorkerOptions(stop_when_empty=True, sleep=0.02))
-    lookups: list[Sequence[str]] = []
-    looked_up = worker.executor.refresh_cancellations
-
-    def counted(waiting: Sequence[str]) -> None:
-        lookups.append(waiting)
-        looked_up(waiting)
-
-    worker.executor.refresh_cancellations = counted  # type: ignore[method-assign]
-    stats = worker.run()
-    assert (stats.succeeded, stats.cancelled) == (2, 1)
-    assert sorted(RAN) == sorted([ids[0], ids[2]])
-    assert lookups == [], "the claim read the cancellations: no lookup of its own per batch"
-    bridge.close()
+    check_a_cancelled_job_is_acknowledged_unrun({"driver": "database", "database_url": url})

@@ -8,28 +8,21 @@ and the worker, which then makes no lookup of its own per batch, acknowledges it
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from jobbridge import Job, JobBridge, JobContext, Settings
 from jobbridge.drivers.base import ReadsCancellations
 from jobbridge.drivers.redis import RedisDriver
 from jobbridge.results.redis import open_redis_store
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import make_envelope
-from jobbridge.worker import Worker, WorkerOptions
+from tests.drivers.cancellation_checks import check_a_cancelled_job_is_acknowledged_unrun
 from tests.drivers.redis_helpers import drop_keys, make_driver
 from tests.services import ensure_redis
 
 CLOCK = FixedClock()
-RAN: list[str] = []
-
-
-class Counted(Job, name="cancels.counted"):
-    def handle(self, ctx: JobContext) -> None:
-        RAN.append(ctx.id)
 
 
 @pytest.fixture
@@ -94,22 +87,5 @@ def test_a_store_elsewhere_is_not_read(driver: RedisDriver, prefix: str) -> None
 
 
 def test_a_worker_acknowledges_a_job_cancelled_before_its_reserve_unrun(prefix: str) -> None:
-    RAN.clear()
-    settings = Settings.from_mapping({"driver": "redis", "redis_url": ensure_redis(), "redis_prefix": prefix})
-    bridge = JobBridge(settings, jobs=[Counted])
-    ids = [str(bridge.dispatch(Counted())) for _ in range(3)]
-    bridge.cancel(ids[1])
-    worker = Worker(bridge, WorkerOptions(stop_when_empty=True, sleep=0.02))
-    lookups: list[Sequence[str]] = []
-    looked_up = worker.executor.refresh_cancellations
-
-    def counted(waiting: Sequence[str]) -> None:
-        lookups.append(waiting)
-        looked_up(waiting)
-
-    worker.executor.refresh_cancellations = counted  # type: ignore[method-assign]
-    stats = worker.run()
-    assert (stats.succeeded, stats.cancelled) == (2, 1)
-    assert sorted(RAN) == sorted([ids[0], ids[2]])
-    assert lookups == [], "the reserve read the cancellations: no lookup of its own per batch"
-    bridge.close()
+    settings = {"driver": "redis", "redis_url": ensure_redis(), "redis_prefix": prefix}
+    check_a_cancelled_job_is_acknowledged_unrun(settings)
