@@ -35,13 +35,14 @@ import pytest
 from jobbridge.drivers.base import Capabilities, Driver, LockStore
 from jobbridge.envelope import Reservation
 from jobbridge.errors import StoreRefused
+from jobbridge.testing.cancellations_contract import ReadsCancellationsContract
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.combined_contract import AcknowledgingReserveContract
 from jobbridge.testing.contract_support import ContractHelpers, make_envelope, pending
 from jobbridge.testing.failed_contract import FailedStoreContract
 
 __all__ = ["AcknowledgingReserveContract", "ContractHelpers", "DriverContract", "FailedStoreContract",
-           "LockStoreContract", "make_envelope", "pending"]
+           "LockStoreContract", "ReadsCancellationsContract", "make_envelope", "pending"]
 
 
 class DriverContract(ContractHelpers):

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from jobbridge.drivers.base import ReadsCancellations
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.drivers.database.cancellations import database_of
 from jobbridge.drivers.database.engine import parse_url
@@ -22,7 +21,7 @@ from jobbridge.results.celery_database import open_celery_database_store
 from jobbridge.results.database import DatabaseResultStore, open_database_store
 from jobbridge.results.tables import cancelled
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.contract import make_envelope
+from jobbridge.testing.contract import ReadsCancellationsContract, make_envelope
 from tests.drivers.cancellation_checks import check_a_cancelled_job_is_acknowledged_unrun
 from tests.drivers.database_servers import DIALECTS, fresh_database
 
@@ -57,34 +56,29 @@ def test_the_sql_names_the_result_stores_table() -> None:
     assert cancelled.name == CANCELLED_TABLE
 
 
-def test_each_way_of_reserving_marks_the_cancelled_jobs(driver: DatabaseDriver, url: str) -> None:
+class TestReadsCancellations(ReadsCancellationsContract):
+    """The shipped suite, on each dialect; the driver's fixture is this module's."""
+
+    @pytest.fixture
+    def clock(self) -> FixedClock:
+        return CLOCK
+
+    @pytest.fixture
+    def cancelling_store(self, url: str, store_clock: FixedClock) -> Iterator[DatabaseResultStore]:
+        store = _store(url, store_clock)
+        yield store
+        store.close()
+
+
+def test_the_waiting_reserve_marks_the_cancelled_jobs(driver: DatabaseDriver, url: str) -> None:
     store = _store(url)
-    assert isinstance(driver, ReadsCancellations) and driver.read_cancellations(store)
-    ids = _push(driver, 6)
-    store.cancel([ids[1], ids[3], ids[5]], 60)
-    first = driver.reserve(["default"], 2)
-    assert [(r.id, r.cancelled) for r in first] == [(ids[0], False), (ids[1], True)]
-    more = driver.acknowledge_and_reserve(first, ["default"], 2)
-    assert [(r.id, r.cancelled) for r in more] == [(ids[2], False), (ids[3], True)]
-    last = driver.reserve(["default"], 5, wait=1.0)  # PostgreSQL's waiting reserve claims the same way
-    assert [(r.id, r.cancelled) for r in last] == [(ids[4], False), (ids[5], True)]
-    (counts,) = driver.counts()
-    assert (counts.ready, counts.reserved) == (0, 4), "the first batch acknowledged, the others held"
-    store.close()
-
-
-def test_a_lapsed_cancellation_is_not_in_force(driver: DatabaseDriver, url: str) -> None:
-    clock = FixedClock()
-    store = _store(url, clock)
     assert driver.read_cancellations(store)
-    first, second = _push(driver, 2)
-    store.cancel([first, second], 10)
-    clock.advance(11)  # by the result store's clock, as its own lookup judges it
-    (res,) = driver.reserve(["default"], 1)
-    assert (res.id, res.cancelled) == (first, False)
-    (res,) = driver.acknowledge_and_reserve([res], ["default"], 1)
-    assert (res.id, res.cancelled) == (second, False)
-    assert store.cancelled([first, second]) == set(), "the store's own lookup agrees"
+    ids = _push(driver, 2)
+    store.cancel([ids[1]], 60)
+    got = driver.reserve(["default"], 5, wait=1.0)  # PostgreSQL's waiting reserve claims the same way
+    assert [(r.id, r.cancelled) for r in got] == [(ids[0], False), (ids[1], True)]
+    (counts,) = driver.counts()
+    assert (counts.ready, counts.reserved) == (0, 2)
     store.close()
 
 
