@@ -2,11 +2,14 @@
 
 Its own database on the shared server; processing with one worker process and
 with 2 processes x 8; latency with an idle worker, which polls MariaDB every
-``--sleep`` (1 s by default): there is no NOTIFY to wake it.
+``--sleep`` (1 s by default): there is no NOTIFY to wake it. Last, a bare
+PyMySQL client measures the store's own limit on the same server
+(`benchmarks.store_floor`).
 """
 
 from __future__ import annotations
 
+from benchmarks import store_floor
 from benchmarks.common import Options, ProbeServer, run_library
 from benchmarks.report import LatencyRow, Row
 from benchmarks.run_jobbridge import Config, JobbridgeRunner
@@ -25,14 +28,21 @@ def _fresh(url: str) -> None:
 
 
 def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:
-    if only and "jobbridge" not in only:
-        return [], []
+    rows: list[Row] = []
+    latency: list[LatencyRow] = []
+    if not only or "jobbridge" in only:
+        rows, lat = run_library(_runner, JB, probe, opts)
+        latency += [lat] if lat else []
+    if not only or store_floor.word("mysql") in only:  # the store's own limit, same run (`benchmarks.store_floor`)
+        rows += store_floor.run("mysql", opts)
+    return rows, latency
+
+
+def _runner() -> JobbridgeRunner:
     url = mysql_url(BENCH_DB)
-    runner = JobbridgeRunner(
+    return JobbridgeRunner(
         JB, url,
         [Config("process-1p", "process, 1 process x default concurrency (8 threads)"),
          Config("process-2x8", "process, 2 processes x 8 threads", processes=2, concurrency=8)],
         latency="process-1p", clean=lambda: empty_jobbridge_tables(url),
         before=lambda: _fresh(url), poll_interval=1.0)  # the worker's default --sleep
-    rows, lat = run_library(lambda: runner, JB, probe, opts)
-    return rows, [lat] if lat else []

@@ -3,10 +3,13 @@
 Both get a database of their own on the shared server. Processing with one
 worker process (each library's default concurrency) and with 2 processes x 8;
 latency with an idle single-process worker (jobbridge wakes by LISTEN/NOTIFY).
+Last, a bare psycopg client measures the store's own limit on the same server
+(`benchmarks.store_floor`).
 """
 
 from __future__ import annotations
 
+from benchmarks import store_floor
 from benchmarks.common import Options, ProbeServer, run_library
 from benchmarks.report import LatencyRow, Row
 from benchmarks.run_jobbridge import METRICS, TELEMETRY, Config, JobbridgeRunner
@@ -53,4 +56,6 @@ def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[
         got, lat = run_library(make, library, probe, opts)
         rows += got
         latency += [lat] if lat else []
+    if not only or store_floor.word("postgres") in only:  # the store's own limit, same run (`benchmarks.store_floor`)
+        rows += store_floor.run("postgres", opts)
     return rows, latency

@@ -3,12 +3,15 @@
 Each library gets its own Redis DB index (`benchmarks.apps.REDIS_DB`) and the
 harness flushes only that one. Processing with 1 process x 1 thread and with
 each library's default concurrency (the scenario label says which it is).
+Last, a bare redis-py client measures the store's own limit on the same server
+(`benchmarks.store_floor`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from benchmarks import store_floor
 from benchmarks.apps import redis_url
 from benchmarks.common import Options, ProbeServer, Runner, run_library
 from benchmarks.report import LatencyRow, Row
@@ -60,4 +63,6 @@ def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[
         got, lat = run_library(make, library, probe, opts)
         rows += got
         latency += [lat] if lat else []
+    if not only or store_floor.word("redis") in only:  # the store's own limit, same run (`benchmarks.store_floor`)
+        rows += store_floor.run("redis", opts)
     return rows, latency

@@ -4,11 +4,13 @@ Enqueue (single `dispatch` and one `dispatch_many`) and processing with one
 worker process at its default concurrency. No peer runs on SQLite; the
 targets are absolute: processing >= 5,000 jobs/s, dispatch_many >= 50,000/s;
 and telemetry (OpenTelemetry, Sentry, Prometheus, the heartbeat) costs at most
-5 % of the jobs per CPU-second.
+5 % of the jobs per CPU-second. Last, a bare sqlite3 client measures the store's
+own limit on a file of its own (`benchmarks.store_floor`).
 """
 
 from __future__ import annotations
 
+from benchmarks import store_floor
 from benchmarks.common import Options, ProbeServer, run_library
 from benchmarks.report import LatencyRow, Row
 from benchmarks.run_jobbridge import METRICS, TELEMETRY, Config, JobbridgeRunner
@@ -27,12 +29,14 @@ TARGETS = (
 
 
 def run(probe: ProbeServer, opts: Options, only: set[str] | None) -> tuple[list[Row], list[LatencyRow]]:
-    if only and "jobbridge" not in only:
-        return [], []
-    url = sqlite_url()
-    runner = JobbridgeRunner(
-        "jobbridge (sqlite)", url,
-        [Config("process-1p", "process, 1 process x default concurrency (8 threads)"), METRICS, TELEMETRY],
-        latency="process-1p", clean=lambda: empty_jobbridge_tables(url), before=fresh_sqlite)
-    rows, _ = run_library(lambda: runner, runner.library, probe, opts, latency=False)
+    rows: list[Row] = []
+    if not only or "jobbridge" in only:
+        url = sqlite_url()
+        runner = JobbridgeRunner(
+            "jobbridge (sqlite)", url,
+            [Config("process-1p", "process, 1 process x default concurrency (8 threads)"), METRICS, TELEMETRY],
+            latency="process-1p", clean=lambda: empty_jobbridge_tables(url), before=fresh_sqlite)
+        rows, _ = run_library(lambda: runner, runner.library, probe, opts, latency=False)
+    if not only or store_floor.word("sqlite") in only:  # the store's own limit, same run (`benchmarks.store_floor`)
+        rows += store_floor.run("sqlite", opts)
     return rows, []

@@ -78,7 +78,8 @@ def render_rows(title: str, rows: Sequence[Row], baseline: str = "jobbridge") ->
         body.append((r.library, r.scenario, _fmt(r.jobs) if r.jobs else "-",
                      "-" if r.error or r.seconds is None else f"{r.seconds:.2f}",
                      _fmt(rate) if not r.error else "n/a", _fmt(r.steady), _fmt(r.per_cpu), ratio, note))
-    return "\n".join([_table(title, header, body), *log_level_lines(rows)])
+    under = [line for line in (*log_level_lines(rows), *floor_lines(rows)) if line]
+    return "\n".join([_table(title, header, body), *(["", *under] if under else [])])
 
 
 def log_level_lines(rows: Sequence[Row], suffix: str = "-warning") -> list[str]:
@@ -99,6 +100,24 @@ def log_level_lines(rows: Sequence[Row], suffix: str = "-warning") -> list[str]:
         lines.append(f"  {r.library} {r.scenario} at the default log level (INFO): {' and '.join(share)} "
                      "at -l warning")
     return ["", *lines] if lines else []
+
+
+def floor_lines(rows: Sequence[Row], marker: str = "(bare)") -> list[str]:
+    """Under the table: jobbridge's processing at its defaults as a share of the bare client's on the same store.
+
+    Issue 19's targets are a share of what the store itself allows, measured in
+    the same run (`benchmarks.store_floor`): a floor row shares its key with
+    the jobbridge row it is set beside.
+    """
+    floors = {r.key: r for r in rows if r.library.endswith(marker) and r.key.startswith("process") and r.rate}
+    lines = []
+    for r in rows:
+        floor = floors.get(r.key)
+        if floor is None or floor.rate is None or not r.library.startswith("jobbridge") or not r.rate:
+            continue
+        lines.append(f"  {r.library} {r.scenario} at INFO: {r.rate / floor.rate:.0%} of the bare client's limit "
+                     f"({r.rate:,.0f} jobs/s against {floor.rate:,.0f})")
+    return lines
 
 
 def render_latency(title: str, rows: Sequence[LatencyRow]) -> str:
