@@ -313,6 +313,8 @@ class JobBridge:
 
     def _store(self, driver: Driver, connection: str, envs: list[Envelope], transaction: object | None) -> None:
         def announce() -> None:
+            if not signals.job_dispatched.receivers:  # no receiver: no class looked up per job
+                return
             for env in envs:
                 signals.send(signals.job_dispatched, self._class_of(env), id=env.id, envelope=env,
                              connection=connection)

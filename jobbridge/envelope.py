@@ -67,10 +67,28 @@ class Envelope:
         all build their messages here, so that a field every new message needs is set
         in one place, the same way for all of them.
         """
-        return cls(id=id or new_id(), name=name, queue=queue, payload=payload, tries=tries, timeout=timeout,
-                   available_at=now if available_at is None else available_at, created_at=now,
-                   unique_key=unique_key, unique_for=unique_for, headers=dict(headers or {}),
-                   expires_at=expires_at)
+        if cls is not Envelope:  # a subclass may have fields of its own: its own __init__
+            return cls(id=id or new_id(), name=name, queue=queue, payload=payload, tries=tries, timeout=timeout,
+                       available_at=now if available_at is None else available_at, created_at=now,
+                       unique_key=unique_key, unique_for=unique_for, headers=dict(headers or {}),
+                       expires_at=expires_at)
+        env: Envelope = _new(Envelope)  # through the slots, as in `_as_stored`: one per dispatched job
+        _id(env, id or new_id())
+        _name(env, name)
+        _queue(env, queue)
+        _payload(env, payload)
+        _tries(env, tries)
+        _timeout(env, timeout)
+        _available_at(env, now if available_at is None else available_at)
+        _created_at(env, now)
+        _attempts(env, 0)
+        _unique_key(env, unique_key)
+        _unique_for(env, unique_for)
+        _headers(env, dict(headers) if headers else {})
+        _expires_at(env, expires_at)
+        _body(env, None)
+        _in_range(env, False)
+        return env
 
     def encode(self) -> bytes:
         """The stored form: compact JSON, versioned; `PayloadEncodeError` if a value cannot be JSON.

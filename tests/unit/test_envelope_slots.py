@@ -53,3 +53,24 @@ def test_the_builders_know_every_slot() -> None:
                                   "created_at", "attempts", "unique_key", "unique_for", "headers", "expires_at",
                                   "_body", "_in_range")
     assert Reservation.__slots__ == ("envelope", "receipt", "lease_until", "body", "decode_error", "cancelled")
+
+
+@pytest.mark.parametrize("options", [{}, {"unique_key": "k", "unique_for": 5.0, "headers": {"h": "v"},
+                                          "expires_at": 1_700_000_100.0, "available_at": 1_700_000_050.0,
+                                          "id": "given"}])
+def test_new_builds_what_the_constructor_builds(options: dict[str, object]) -> None:
+    """`Envelope.new` sets the slots itself; a subclass still goes through its own ``__init__``."""
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Sub(Envelope):
+        pass
+
+    fast = Envelope.new("a.job", "q", {"n": 1}, tries=3, timeout=30.0, now=1_700_000_000.0, **options)  # type: ignore[arg-type]
+    slow = Sub.new("a.job", "q", {"n": 1}, tries=3, timeout=30.0, now=1_700_000_000.0,
+                   id=fast.id, **{k: v for k, v in options.items() if k != "id"})  # type: ignore[arg-type]
+    assert type(fast) is Envelope and type(slow) is Sub
+    for name in Envelope.__slots__:
+        assert getattr(fast, name) == getattr(slow, name), name
+    assert fast.encode() == slow.encode() and fast.checked() is fast
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.attempts = 9  # type: ignore[misc]
