@@ -73,8 +73,9 @@ def mysql_mark(count: int) -> str:
 
 
 #: PostgreSQL: every receipt as two arrays, so one statement text (prepared) for any batch and any number of
-#: tokens; parameters: the ids, the tokens.
-POSTGRES_FORGET = (f"DELETE FROM {_T} AS held USING unnest(%s::text[], %s::text[]) AS receipt(id, token) "
+#: tokens; parameters: the ids, the tokens. Sent in binary (``%b``): psycopg quotes each element of a text-format
+#: array with a regular expression, which took 359 us per batch of 64 receipts where binary takes 152.
+POSTGRES_FORGET = (f"DELETE FROM {_T} AS held USING unnest(%b::text[], %b::text[]) AS receipt(id, token) "
                    "WHERE held.id = receipt.id AND held.token = receipt.token")
 #: PostgreSQL: acknowledge and claim in one statement (its own transaction, in autocommit: one round trip
 #: where BEGIN, DELETE, UPDATE and COMMIT took four). The rows deleted are reserved and the rows claimed are
