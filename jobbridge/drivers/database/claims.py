@@ -30,7 +30,7 @@ from sqlalchemy import Connection
 from jobbridge.drivers.database import hot_sql
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL
 from jobbridge.drivers.database.limits import ATTEMPTS_CEILING, attempts_problem
-from jobbridge.envelope import Reservation, raw_bytes, reservation_from_body, undecodable
+from jobbridge.envelope import Reservation, raw_bytes, reservation_as_stored, reservation_from_body, undecodable
 
 
 class ClaimedRow(NamedTuple):
@@ -151,6 +151,11 @@ def reservation_of(row: ClaimedRow, token: str, until: float, now: float) -> Res
 
 def _reservation_of(row: ClaimedRow, token: str, until: float, now: float) -> Reservation:
     receipt = (row.id, token)
+    attempts = row.attempts
+    if type(attempts) is int and 1 <= attempts < ATTEMPTS_CEILING:  # `attempts_problem` finds none; the claim counted
+        made = reservation_as_stored(row.body, receipt, until, attempts - 1)
+        if made is not None:  # the body as dispatch stored it; any other goes the long way below
+            return made
     problem = attempts_problem(row.attempts)
     if problem is not None:
         attempts = row.attempts if isinstance(row.attempts, int) else 1

@@ -21,6 +21,7 @@ swallows a failed sample), and the bound is one wait, not two.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,10 +31,12 @@ from typing import Any, TypeVar
 
 import redis
 from redis.backoff import AbstractBackoff, ExponentialBackoff, NoBackoff
+from redis.commands.core import Script
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import InvalidResponse, RedisError
+from redis.exceptions import InvalidResponse, NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
+from redis.typing import EncodableT
 
 from jobbridge.drivers.redis.settings import RedisSettings
 from jobbridge.errors import DriverError, DriverUnavailable, StoreRefused
@@ -154,6 +157,64 @@ def connect(settings: RedisSettings, *, blocking: bool = False, waits: float = 0
         decode_responses=False,
         client_name="jobbridge",
     )
+
+
+class Direct:
+    """EVALSHA on a connection of its own, for the scripts the worker's loop calls once per batch.
+
+    redis-py's command path borrows a pooled connection per call and checks it for unread
+    data (a system call), records metrics and dispatches events; the loop's reserve and
+    acknowledge calls pay that once per batch, on the one thread every job waits for. Here
+    the connection is kept (one per process: a forked child makes its own), used by one
+    caller at a time, and the client's retry policy (`Explaining`) runs every call, so a
+    dropped connection is retried as on the client, then explained, and `translated` makes
+    it `DriverUnavailable`; a reply of NOSCRIPT (a restarted server forgot the script)
+    loads the script again, as `Script` does. A call cut short closes the connection
+    (redis-py's connection does), so the next one never reads a stale reply.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self._lock = threading.Lock()
+        self._connection: Any = None
+        self._pid = 0
+
+    def __call__(self, script: Script, keys: list[str], args: list[EncodableT]) -> Any:
+        command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        with self._lock:
+            conn = self._connection
+            if conn is None or self._pid != os.getpid():
+                pool = self.client.connection_pool
+                conn = self._connection = pool.connection_class(**pool.connection_kwargs)
+                self._pid = os.getpid()
+            try:
+                return conn.retry.call_with_retry(lambda: _sent(conn, command), lambda _error: conn.disconnect())
+            except NoScriptError:
+                script.sha = self.client.script_load(script.script)
+                command = ("EVALSHA", script.sha, *command[2:])
+                return conn.retry.call_with_retry(lambda: _sent(conn, command), lambda _error: conn.disconnect())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None and self._pid == os.getpid():
+                self._connection.disconnect()
+            self._connection = None
+
+
+def _sent(conn: Any, command: tuple[EncodableT, ...]) -> Any:
+    """One command and its reply; an error reply is raised (a `ResponseError`).
+
+    Anything else that cuts the pair short (a signal's exception between the send and the
+    read, say) closes the connection: its reply, still unread, must never answer the next call.
+    """
+    try:
+        conn.send_command(*command)
+        return conn.read_response()
+    except redis.ResponseError:
+        raise  # a whole reply was read: the connection is in step
+    except BaseException:
+        conn.disconnect()
+        raise
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from jobbridge.clock import SYSTEM_CLOCK, Clock, offset_of, store_clock
 from jobbridge.drivers.base import Capabilities
 from jobbridge.drivers.redis import entries
 from jobbridge.drivers.redis.ages import RedisAges
-from jobbridge.drivers.redis.connection import MAX_BLOCK_SECONDS, as_text, connect, redacted, translated
+from jobbridge.drivers.redis.connection import MAX_BLOCK_SECONDS, Direct, as_text, connect, redacted, translated
 from jobbridge.drivers.redis.entries import Receipt
 from jobbridge.drivers.redis.eviction import check_eviction_policy
 from jobbridge.drivers.redis.failed import FailedStore
@@ -82,6 +82,8 @@ class RedisDriver:
         #: what deadlines are read off: Redis's clock, unless a test injected one of its own
         self.clock = store_clock(clock, self._server_time)
         self.scripts = Scripts.register(self.client)
+        #: the per-batch calls of the worker's loop (reserve, acknowledge) skip redis-py's command layers
+        self._direct = Direct(self.client)
         self.failed = FailedStore(self.client, self.keys, self.scripts, self.clock)
         self.locks = LockStore(self.client, self.keys, self.scripts, self.clock)
         self.rate_buckets = RateBuckets(self.client, self.keys)
@@ -136,7 +138,7 @@ class RedisDriver:
         """
         keys, args, lease_until, now = self._reserve_call(queues, limit)
         with translated():
-            flat, next_due, cancelled = self.scripts.reserve(keys, args)
+            flat, next_due, cancelled = self._direct(self.scripts.reserve, keys, args)
         got = entries.claimed(flat, queues, lease_until, now, cancelled)
         return got, None if next_due is None else float(next_due)
 
@@ -185,8 +187,8 @@ class RedisDriver:
         ack_keys, ack_args = self._acknowledge_call(reservations)
         keys, args, lease_until, now = self._reserve_call(names, limit)
         with translated():
-            flat, _, cancelled = self.scripts.acknowledge_and_reserve(
-                [*ack_keys, *keys], [len(ack_keys), len(ack_args), *ack_args, *args])
+            flat, _, cancelled = self._direct(self.scripts.acknowledge_and_reserve, [*ack_keys, *keys],
+                                              [len(ack_keys), len(ack_args), *ack_args, *args])
         return entries.claimed(flat, names, lease_until, now, cancelled)
 
     def _block(self, queues: list[str], limit: int, seconds: float) -> list[Reservation]:
@@ -246,7 +248,7 @@ class RedisDriver:
         keys, args = self._acknowledge_call(reservations)
         with translated():
             # one round trip, all or nothing: XACK + XDEL + the lease members, in Lua
-            self.scripts.acknowledge(keys, args)
+            self._direct(self.scripts.acknowledge, keys, args)
 
     def _acknowledge_call(self, reservations: Sequence[Reservation]) -> tuple[list[str], list[EncodableT]]:
         """acknowledge.lua's keys and arguments for these reservations."""
@@ -376,6 +378,7 @@ class RedisDriver:
         return f"redis {redacted(self.settings.url)} (prefix {self.settings.prefix!r})"
 
     def close(self) -> None:
+        self._direct.close()
         self.client.close()
         self._blocking.close()
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobbridge import limits
-from jobbridge.envelope import Envelope, Reservation, reservation_from_body, undecodable
+from jobbridge.envelope import Envelope, Reservation, reservation_as_stored, reservation_from_body, undecodable
 from jobbridge.errors import PayloadEncodeError, StoreRefused
 
 #: the largest encoded envelope a push takes. Far below Redis's own 512 MB: every move of a job
@@ -53,6 +53,19 @@ class Receipt:
     @property
     def member(self) -> str:
         return f"{self.entry_id} {self.queue}"
+
+
+_new = object.__new__
+_queue, _entry_id = (Receipt.__dict__[name].__set__ for name in Receipt.__slots__)
+
+
+def _receipt(queue: str, entry_id: str) -> Receipt:
+    """``Receipt(queue, entry_id)`` through its slots: one per reserved job, and the frozen ``__init__`` pays an
+    ``object.__setattr__`` call per field (as `jobbridge.envelope` builds its own, `_SLOTS`)."""
+    receipt: Receipt = _new(Receipt)
+    _queue(receipt, queue)
+    _entry_id(receipt, entry_id)
+    return receipt
 
 
 # -- push -------------------------------------------------------------------------------------
@@ -118,10 +131,12 @@ def claimed(flat: Sequence[Any], queues: Sequence[str], lease_until: float, now:
     cancelled in the result store; their reservations are marked ``cancelled``.
     """
     got: list[Reservation] = []
+    append, pushed = got.append, _as_pushed
     for i in range(0, len(flat), 3):
-        queue, entry_id, raw = queues[int(flat[i]) - 1], _text(flat[i + 1]), flat[i + 2]
-        res = _as_pushed(queue, entry_id, raw, lease_until, now)
-        got.append(res if res is not None else reservation(queue, entry_id, _pairs(raw), lease_until, now))
+        queue, raw_entry, raw = queues[int(flat[i]) - 1], flat[i + 1], flat[i + 2]
+        entry_id = raw_entry.decode("ascii", "replace") if type(raw_entry) is bytes else _text(raw_entry)
+        res = pushed(queue, entry_id, raw, lease_until)
+        append(res if res is not None else reservation(queue, entry_id, _pairs(raw), lease_until, now))
     for place in cancelled:
         at = int(place) - 1
         if 0 <= at < len(got):
@@ -129,9 +144,11 @@ def claimed(flat: Sequence[Any], queues: Sequence[str], lease_until: float, now:
     return got
 
 
-def _as_pushed(queue: str, entry_id: str, raw: Any, lease_until: float, now: float) -> Reservation | None:
+def _as_pushed(queue: str, entry_id: str, raw: Any, lease_until: float) -> Reservation | None:
     """The reservation of an entry exactly as the scripts write one (id, body, attempts, in that order, each
-    within range); None for any other entry, which `reservation` then judges field by field.
+    within range, the body as dispatch stores it and holding that id); None for any other entry, which
+    `reservation` then judges field by field, so that its outcome (a stand-in and its reason, or a body
+    converted into range) is what it always was.
 
     The same checks as `reservation`'s, on the flat reply as it is: no pairs, no dict of fields.
     """
@@ -142,15 +159,15 @@ def _as_pushed(queue: str, entry_id: str, raw: Any, lease_until: float, now: flo
             or not raw_attempts.isdigit() or len(raw_attempts) > ATTEMPTS_DIGITS):
         return None
     stored = int(raw_attempts)
-    try:
-        job_id = limits.name("id", raw_id.decode())
-    except (UnicodeDecodeError, limits.FieldRefused):
-        return None
     if stored > limits.MAX_STORED_ATTEMPTS:
         return None
-    res = reservation_from_body(body, receipt=Receipt(queue, entry_id), lease_until=lease_until, now=now,
-                                id_hint=job_id, queue_hint=queue, attempts=stored, attempts_added=1)
-    return res if res.decode_error is not None or res.envelope.id == job_id else None
+    try:
+        job_id = raw_id.decode()
+    except UnicodeDecodeError:
+        return None
+    res = reservation_as_stored(body, _receipt(queue, entry_id), lease_until, stored)
+    # the body's id passed `limits.fields_in_range`, so an ``id`` field equal to it is a name `limits.name` takes
+    return res if res is not None and res.envelope.id == job_id else None
 
 
 def from_fields(

@@ -2,7 +2,7 @@
 
 redis-py's `Script` runs EVALSHA and, on NOSCRIPT (a restarted server forgot
 its script cache), loads the text and runs it again, so a restart needs
-nothing from us here.
+nothing from us here; the worker's per-batch calls (`connection.Direct`) do the same.
 """
 
 from __future__ import annotations
