@@ -9,7 +9,7 @@ from jobbridge.clock import Clock, SystemClock
 from jobbridge.container import Container
 from jobbridge.context import JobContext
 from jobbridge.drivers.base import Capabilities, Driver
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
+from jobbridge.envelope import Envelope, Reservation
 from jobbridge.errors import (
     ConfigurationError,
     DriverError,
@@ -32,6 +32,7 @@ from jobbridge.job import Job, JobOptions, job
 from jobbridge.outcome import AcknowledgeJob, FailJob, ReleaseJob, WorkStats
 from jobbridge.rate_limits import RateLimit
 from jobbridge.settings import ConnectionSettings, Settings
+from jobbridge.store_reports import FailedJob, QueueCounts
 
 __version__ = "0.1.0"
 

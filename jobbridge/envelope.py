@@ -401,34 +401,6 @@ def raw_bytes(body: object) -> bytes:
         return b""
 
 
-@dataclass(frozen=True, slots=True)
-class FailedJob:
-    """A row of the failed store: what gave up, when and why."""
-
-    id: str
-    queue: str
-    name: str
-    attempts: int
-    error: str
-    failed_at: float
-    body: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class QueueCounts:
-    """How many jobs a queue holds, by state, for ``jobbridge status``."""
-
-    queue: str
-    ready: int = 0
-    delayed: int = 0
-    reserved: int = 0
-
-    @property
-    def pending(self) -> int:
-        """Waiting, delayed or running: everything not yet acknowledged or failed."""
-        return self.ready + self.delayed + self.reserved
-
-
 def reservation_as_stored(body: object, receipt: Any, lease_until: float, attempts: int) -> Reservation | None:
     """``reservation_from_body(body, attempts=attempts, attempts_added=1, ...)`` for a body exactly as dispatch
     stores it, in fewer steps; None for any other body, which the caller hands to `reservation_from_body`.

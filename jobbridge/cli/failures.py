@@ -20,8 +20,9 @@ import click
 from jobbridge.cli.options import Moment, app_options, open_store, utc, yes_option
 from jobbridge.cli.progress import with_progress
 from jobbridge.drivers.base import FailedFilter
-from jobbridge.envelope import Envelope, FailedJob
+from jobbridge.envelope import Envelope
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
+from jobbridge.store_reports import FailedJob
 
 _HEADER = ("ID", "QUEUE", "JOB", "ATTEMPTS", "FAILED AT (UTC)", "ERROR")
 

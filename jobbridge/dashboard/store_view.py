@@ -24,9 +24,9 @@ from jobbridge.drivers.base import Driver, FailedFilter, ForgettingFailedStore
 from jobbridge.drivers.queue_age_port import queue_ages_of
 from jobbridge.drivers.throughput_port import MinuteCount, ThroughputStore
 from jobbridge.drivers.worker_registry_port import WorkerBeat
-from jobbridge.envelope import FailedJob, QueueCounts
 from jobbridge.redaction import mask_url
 from jobbridge.results.base import ResultRecord
+from jobbridge.store_reports import FailedJob, QueueCounts
 from jobbridge.worker_monitor import registry_for, throughput_for
 
 HOUR, DAY = 3600, 86_400

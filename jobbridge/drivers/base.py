@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
+from jobbridge.envelope import Envelope, Reservation
+from jobbridge.store_reports import FailedJob, QueueCounts
 
 
 @dataclass(frozen=True, slots=True)

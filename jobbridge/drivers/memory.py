@@ -21,10 +21,11 @@ from jobbridge.drivers.memory_ages import MemoryAges
 from jobbridge.drivers.memory_schedules import MemorySchedules
 from jobbridge.drivers.memory_throughput import MemoryThroughput
 from jobbridge.drivers.memory_workers import MemoryWorkers
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
+from jobbridge.envelope import Envelope, Reservation, new_id
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
 from jobbridge.rate_limits import LocalBuckets
 from jobbridge.setting_schema import RESERVATION, DriverSchema
+from jobbridge.store_reports import FailedJob, QueueCounts
 
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources

@@ -64,8 +64,9 @@ from jobbridge.drivers.sqs_client import (
 )
 from jobbridge.drivers.sqs_failed import FAILED_ROOM, FailedStore
 from jobbridge.drivers.sqs_settings import MAX_VISIBILITY, REFUSED, SETTINGS, SqsSettings, parse_settings
-from jobbridge.envelope import Envelope, QueueCounts, Reservation, reservation_from_body, undecodable
+from jobbridge.envelope import Envelope, Reservation, reservation_from_body, undecodable
 from jobbridge.errors import DriverError, PayloadDecodeError, PayloadTooLarge
+from jobbridge.store_reports import QueueCounts
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.type_defs import MessageTypeDef, SendMessageBatchRequestEntryTypeDef

@@ -45,8 +45,9 @@ from jobbridge.drivers.sqs_client import (
     server_ms,
     string,
 )
-from jobbridge.envelope import Envelope, FailedJob, Reservation
+from jobbridge.envelope import Envelope, Reservation
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
+from jobbridge.store_reports import FailedJob
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs.client import SQSClient

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from jobbridge.drivers.base import Capabilities, FailedFilter
 from jobbridge.drivers.granted_locks import GrantedLocks
 from jobbridge.drivers.memory import MemoryDriver
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation
+from jobbridge.envelope import Envelope, Reservation
 from jobbridge.errors import ConfigurationError
 from jobbridge.setting_schema import DriverSchema, Refusal
+from jobbridge.store_reports import FailedJob, QueueCounts
 
 if TYPE_CHECKING:
     from jobbridge.drivers import Resources

@@ -37,7 +37,7 @@ from jobbridge.drivers.kafka.store import Delayed, Held, LeaseStore, Reserved, R
 from jobbridge.drivers.memory import MemoryDriver
 from jobbridge.drivers.redis import RedisDriver
 from jobbridge.drivers.redis.settings import parse_settings as redis_settings
-from jobbridge.envelope import Envelope, FailedJob, new_id
+from jobbridge.envelope import Envelope, new_id
 from jobbridge.errors import (
     ConfigurationError,
     DriverError,
@@ -48,6 +48,7 @@ from jobbridge.errors import (
     StoreRefused,
 )
 from jobbridge.settings import Settings
+from jobbridge.store_reports import FailedJob
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import DriverContract, FailedStoreContract, LockStoreContract, make_envelope, pending
 from jobbridge.worker import Worker, WorkerOptions

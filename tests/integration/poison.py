@@ -36,7 +36,8 @@ from typing import Any, Literal
 
 import orjson
 
-from jobbridge.envelope import FailedJob, new_id
+from jobbridge.envelope import new_id
+from jobbridge.store_reports import FailedJob
 from tests.integration.poison_app import GOOD, TYPED
 from tests.integration.reliability_support import Run, Workers, times_run
 

@@ -30,8 +30,9 @@ import pytest
 from confluent_kafka import Producer
 
 from jobbridge import JobBridge
-from jobbridge.envelope import FailedJob, new_id
+from jobbridge.envelope import new_id
 from jobbridge.settings import Settings
+from jobbridge.store_reports import FailedJob
 from jobbridge.testing.contract import pending
 from tests.drivers.database_servers import fresh_database
 from tests.integration import poison_app

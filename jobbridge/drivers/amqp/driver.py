@@ -38,9 +38,10 @@ from jobbridge.drivers.amqp.store import SharedStore, scoped_locks
 from jobbridge.drivers.amqp.topology import Topology
 from jobbridge.drivers.base import Capabilities, JobLimits
 from jobbridge.drivers.shared.failed_rows import failed_record
-from jobbridge.envelope import Envelope, QueueCounts, Reservation, reservation_from_body
+from jobbridge.envelope import Envelope, Reservation, reservation_from_body
 from jobbridge.errors import PayloadTooLarge
 from jobbridge.redaction import mask_url
+from jobbridge.store_reports import QueueCounts
 
 log = logging.getLogger("jobbridge.drivers.amqp")
 #: seconds a delivery may come before its time and still be handed out (clocks of two hosts differ a little)

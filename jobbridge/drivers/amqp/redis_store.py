@@ -10,7 +10,7 @@ from jobbridge.drivers.amqp.store import DriverBacked
 from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.redis.connection import as_text, translated
 from jobbridge.drivers.shared.redis_failed import RedisFailedRows
-from jobbridge.envelope import FailedJob
+from jobbridge.store_reports import FailedJob
 
 if TYPE_CHECKING:
     from jobbridge.drivers.redis.driver import RedisDriver

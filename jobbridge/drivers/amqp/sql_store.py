@@ -13,7 +13,7 @@ from jobbridge.drivers.amqp.store import DriverBacked
 from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.database.types import MYSQL_TABLE
 from jobbridge.drivers.shared.sql_failed import SqlFailedRows, failed_table
-from jobbridge.envelope import FailedJob
+from jobbridge.store_reports import FailedJob
 
 if TYPE_CHECKING:
     from jobbridge.drivers.database.driver import DatabaseDriver

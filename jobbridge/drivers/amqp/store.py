@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from jobbridge.drivers.base import FailedFilter, LockStore
 from jobbridge.drivers.shared.locks import ScopedLocks, store_kind
-from jobbridge.envelope import FailedJob
+from jobbridge.store_reports import FailedJob
 
 if TYPE_CHECKING:
     from jobbridge.drivers.database.driver import DatabaseDriver

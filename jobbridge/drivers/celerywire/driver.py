@@ -41,7 +41,8 @@ from jobbridge.drivers.celerywire.protocol import WireRefused
 from jobbridge.drivers.celerywire.settings import CeleryWireSettings
 from jobbridge.drivers.celerywire.transport import Held, Popped, Wire
 from jobbridge.drivers.shared.failed_rows import failed_record
-from jobbridge.envelope import Envelope, QueueCounts, Reservation, new_id, undecodable
+from jobbridge.envelope import Envelope, Reservation, new_id, undecodable
+from jobbridge.store_reports import QueueCounts
 
 #: seconds a message may come before its eta and still be handed out (two hosts' clocks differ a little)
 EARLY = 0.5

@@ -48,7 +48,8 @@ from jobbridge.drivers.database.server_clock import server_clock
 from jobbridge.drivers.database.settings import Timeouts
 from jobbridge.drivers.database.throughput import DatabaseThroughput
 from jobbridge.drivers.database.workers import DatabaseWorkers
-from jobbridge.envelope import Envelope, FailedJob, QueueCounts, Reservation, new_id
+from jobbridge.envelope import Envelope, Reservation, new_id
+from jobbridge.store_reports import FailedJob, QueueCounts
 
 if TYPE_CHECKING:
     from jobbridge.drivers.database.listen import Listener

@@ -44,8 +44,9 @@ from jobbridge.drivers.database.limits import fitted, fitted_error
 from jobbridge.drivers.database.notify import notify
 from jobbridge.drivers.database.schema import failed_jobs, jobs
 from jobbridge.drivers.database.types import TIME
-from jobbridge.envelope import Envelope, FailedJob
+from jobbridge.envelope import Envelope
 from jobbridge.errors import NoFailedJob, PayloadDecodeError
+from jobbridge.store_reports import FailedJob
 
 #: how many failed rows ``retry("all")`` moves per transaction
 RETRY_BATCH = 500

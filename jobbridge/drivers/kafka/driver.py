@@ -44,8 +44,9 @@ from jobbridge.drivers.kafka.meter import Meter
 from jobbridge.drivers.kafka.reader import POLL_STEP, Reader
 from jobbridge.drivers.kafka.settings import KafkaSettings, topic_name
 from jobbridge.drivers.kafka.store import Delayed, Held, LeaseStore, Reserved, Reserving, ScopedLocks, Spot
-from jobbridge.envelope import Envelope, QueueCounts, Reservation, new_id, reservation_from_body
+from jobbridge.envelope import Envelope, Reservation, new_id, reservation_from_body
 from jobbridge.errors import PayloadTooLarge, StoreRefused
+from jobbridge.store_reports import QueueCounts
 
 #: delayed rows produced per round of a promotion
 PROMOTE_BATCH = 1000

@@ -14,7 +14,8 @@ from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.kafka.messages import decode
 from jobbridge.drivers.kafka.store import Delayed, LeaseStore
 from jobbridge.drivers.shared.failed_rows import MAX_ERROR, failed_record
-from jobbridge.envelope import FailedJob, new_id
+from jobbridge.envelope import new_id
+from jobbridge.store_reports import FailedJob
 
 
 def unproducible(row: Delayed, why: str, now: float) -> FailedJob:

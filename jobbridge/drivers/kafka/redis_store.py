@@ -23,8 +23,8 @@ from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.kafka.store import Delayed, DelayedCounts, Held, Refresh, Reserved, Reserving, Spot
 from jobbridge.drivers.redis.connection import as_text, translated
 from jobbridge.drivers.shared.redis_failed import RedisFailedRows
-from jobbridge.envelope import FailedJob
 from jobbridge.errors import NoFailedJob
+from jobbridge.store_reports import FailedJob
 
 if TYPE_CHECKING:
     from jobbridge.drivers.redis.driver import RedisDriver

@@ -23,8 +23,8 @@ from jobbridge.drivers.database.failures import as_driver_error, write_transacti
 from jobbridge.drivers.kafka.sql_schema import DONE, LEASED, delayed, failed, leases, metadata
 from jobbridge.drivers.kafka.store import Delayed, DelayedCounts, Held, Refresh, Reserved, Reserving, Spot
 from jobbridge.drivers.shared.sql_failed import SqlFailedRows
-from jobbridge.envelope import FailedJob
 from jobbridge.errors import NoFailedJob
+from jobbridge.store_reports import FailedJob
 
 if TYPE_CHECKING:
     from jobbridge.drivers.database.driver import DatabaseDriver

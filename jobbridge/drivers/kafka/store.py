@@ -40,7 +40,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 from jobbridge.drivers.base import FailedFilter, LockStore
 from jobbridge.drivers.shared.locks import ScopedLocks, store_kind
-from jobbridge.envelope import FailedJob
+from jobbridge.store_reports import FailedJob
 
 
 class Reserved(IntEnum):

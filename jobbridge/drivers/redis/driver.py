@@ -37,8 +37,9 @@ from jobbridge.drivers.redis.scripts import Scripts
 from jobbridge.drivers.redis.settings import RedisSettings
 from jobbridge.drivers.redis.throughput import RedisThroughput
 from jobbridge.drivers.redis.workers import RedisWorkers
-from jobbridge.envelope import Envelope, QueueCounts, Reservation
+from jobbridge.envelope import Envelope, Reservation
 from jobbridge.errors import DriverError
+from jobbridge.store_reports import QueueCounts
 
 CAPABILITIES = Capabilities(
     is_deferred=True,

@@ -15,8 +15,9 @@ from jobbridge.drivers.redis.connection import translated
 from jobbridge.drivers.redis.failed_scan import SCAN_PAGE, FailedScan, Ranks
 from jobbridge.drivers.redis.keys import Keys
 from jobbridge.drivers.redis.scripts import Scripts
-from jobbridge.envelope import Envelope, FailedJob
+from jobbridge.envelope import Envelope
 from jobbridge.errors import NoFailedJob
+from jobbridge.store_reports import FailedJob
 
 #: failures a filtered listing looks at per round trip (on the server, by `FailedScan`)
 FILTER_PAGE = SCAN_PAGE

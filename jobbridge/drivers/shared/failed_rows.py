@@ -10,8 +10,8 @@ replaced (PostgreSQL refuses it in text), and the attempt count is held to a
 
 from __future__ import annotations
 
-from jobbridge.envelope import FailedJob
 from jobbridge.limits import MAX_NAME_LENGTH
+from jobbridge.store_reports import FailedJob
 
 #: the most characters of an error kept (the end, where a traceback says what happened)
 MAX_ERROR = 32_000

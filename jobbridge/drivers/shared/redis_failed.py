@@ -15,7 +15,7 @@ import redis
 from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.redis.connection import as_text, translated
 from jobbridge.drivers.redis.failed_scan import SCAN_PAGE, FailedScan, Ranks
-from jobbridge.envelope import FailedJob
+from jobbridge.store_reports import FailedJob
 
 #: failed jobs a filtered listing looks at per round trip (on the server, by `FailedScan`)
 FAILED_PAGE = SCAN_PAGE

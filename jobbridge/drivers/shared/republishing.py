@@ -17,8 +17,8 @@ from typing import Protocol
 
 from jobbridge.clock import Clock
 from jobbridge.drivers.base import FailedFilter
-from jobbridge.envelope import FailedJob
 from jobbridge.errors import NoFailedJob
+from jobbridge.store_reports import FailedJob
 
 #: failed jobs published back per round
 RETRY_BATCH = 500

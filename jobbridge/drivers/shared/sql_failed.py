@@ -31,7 +31,7 @@ from jobbridge.drivers.base import FailedFilter
 from jobbridge.drivers.database.error_search import error_contains, index_where_installed
 from jobbridge.drivers.database.failures import as_driver_error, write_transaction
 from jobbridge.drivers.database.types import BODY, ERROR_TEXT, MYSQL_TABLE, TIME
-from jobbridge.envelope import FailedJob
+from jobbridge.store_reports import FailedJob
 
 T = TypeVar("T")
 
