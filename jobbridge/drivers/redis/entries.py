@@ -125,18 +125,23 @@ def push_args(pairs: Sequence[tuple[Envelope, bytes]], now: float, shift: float)
 
 def claimed(flat: Sequence[Any], queues: Sequence[str], lease_until: float, now: float,
             cancelled: Sequence[Any] = ()) -> list[Reservation]:
-    """reserve.lua's (queue index, entry id, raw fields) triples, in claim order.
+    """reserve.lua's five values per claimed entry, in claim order.
 
+    (queue index, entry id, job id, body, attempts) for an entry of exactly the fields the scripts
+    write, in their order; (queue index, entry id, None, its fields, None) for any other.
     ``cancelled``: the places (from 1, in claim order) of the entries whose jobs reserve.lua found
     cancelled in the result store; their reservations are marked ``cancelled``.
     """
     got: list[Reservation] = []
     append, pushed = got.append, _as_pushed
-    for i in range(0, len(flat), 3):
-        queue, raw_entry, raw = queues[int(flat[i]) - 1], flat[i + 1], flat[i + 2]
+    for i in range(0, len(flat), 5):
+        queue, raw_entry, raw_id, body, raw_attempts = queues[int(flat[i]) - 1], *flat[i + 1:i + 5]
         entry_id = raw_entry.decode("ascii", "replace") if type(raw_entry) is bytes else _text(raw_entry)
-        res = pushed(queue, entry_id, raw, lease_until)
-        append(res if res is not None else reservation(queue, entry_id, _pairs(raw), lease_until, now))
+        res = None if raw_id is None else pushed(queue, entry_id, raw_id, body, raw_attempts, lease_until)
+        if res is None:
+            pairs = _pairs(body) if raw_id is None else [(b"id", raw_id), (b"body", body), (b"attempts", raw_attempts)]
+            res = reservation(queue, entry_id, pairs, lease_until, now)
+        append(res)
     for place in cancelled:
         at = int(place) - 1
         if 0 <= at < len(got):
@@ -144,17 +149,13 @@ def claimed(flat: Sequence[Any], queues: Sequence[str], lease_until: float, now:
     return got
 
 
-def _as_pushed(queue: str, entry_id: str, raw: Any, lease_until: float) -> Reservation | None:
-    """The reservation of an entry exactly as the scripts write one (id, body, attempts, in that order, each
-    within range, the body as dispatch stores it and holding that id); None for any other entry, which
-    `reservation` then judges field by field, so that its outcome (a stand-in and its reason, or a body
-    converted into range) is what it always was.
-
-    The same checks as `reservation`'s, on the flat reply as it is: no pairs, no dict of fields.
+def _as_pushed(queue: str, entry_id: str, raw_id: Any, body: Any, raw_attempts: Any,
+               lease_until: float) -> Reservation | None:
+    """The reservation of an entry exactly as the scripts write one (id, body, attempts, which reserve.lua
+    found in that order, each within range, the body as dispatch stores it and holding that id); None for
+    any other entry, which `reservation` then judges field by field, so that its outcome (a stand-in and
+    its reason, or a body converted into range) is what it always was.
     """
-    if type(raw) is not list or len(raw) != 6 or raw[0] != b"id" or raw[2] != b"body" or raw[4] != b"attempts":
-        return None
-    raw_id, body, raw_attempts = raw[1], raw[3], raw[5]
     if (type(raw_id) is not bytes or type(body) is not bytes or type(raw_attempts) is not bytes
             or not raw_attempts.isdigit() or len(raw_attempts) > ATTEMPTS_DIGITS):
         return None
