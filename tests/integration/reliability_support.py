@@ -21,6 +21,7 @@ from typing import IO
 from sqlalchemy import Engine, create_engine, text
 
 from jobbridge.drivers.database.engine import parse_url
+from tests.integration.appended_lines import whole_lines
 from tests.integration.reliability_app import RUNS_TABLE, RUNS_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
@@ -187,7 +188,7 @@ class FileRunsReader:
     def all(self) -> list[Run]:
         started: dict[str, Run] = {}
         done: dict[str, float] = {}
-        for line in self.path.read_text().splitlines():
+        for line in whole_lines(self.path):
             event, key, job_id, pid, attempt, at, tag = line.split()
             if event == "start":
                 started[key] = Run(job_id, int(pid), int(attempt), float(at), None, tag)

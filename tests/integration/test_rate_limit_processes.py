@@ -20,6 +20,7 @@ from jobbridge.drivers.worker_registry_port import worker_registry_of
 from jobbridge.settings import Settings
 from jobbridge.testing.contract import pending
 from tests.integration import rate_limit_app
+from tests.integration.appended_lines import whole_lines
 from tests.integration.rate_limit_app import RATE
 from tests.integration.reliability_support import Workers
 from tests.integration.reliability_support import wait_for as polled
@@ -60,7 +61,7 @@ class Env(Workers):
         wait_for(lambda: len({w.pid for w in registry.list()}) >= processes, f"{processes} worker processes")
 
     def starts(self, tag: str) -> list[list[str]]:
-        return [f for f in (line.split() for line in self.results.read_text().splitlines()) if f[0] == tag]
+        return [f for f in (line.split() for line in whole_lines(self.results)) if f[0] == tag]
 
     def stop_all(self) -> str:
         """SIGTERM to every process still running, each exit awaited; their output, joined."""

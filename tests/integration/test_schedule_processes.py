@@ -25,6 +25,7 @@ import pytest
 
 from tests.drivers.database_servers import fresh_postgres
 from tests.drivers.redis_helpers import drop_keys
+from tests.integration.appended_lines import whole_lines
 from tests.integration.reliability_support import REPO, Workers, wait_for
 from tests.integration.schedule_app import EVERY, RUNS_VARIABLE
 from tests.services import ensure_redis
@@ -67,7 +68,7 @@ def read_runs(path: Path) -> dict[float, set[str]]:
     """The job ids that ran, by tick."""
     by_tick: dict[float, set[str]] = defaultdict(set)
     if path.exists():
-        for line in path.read_text().splitlines():
+        for line in whole_lines(path):
             tick, job_id, _pid = line.split()
             by_tick[float(tick)].add(job_id)
     return by_tick

@@ -21,6 +21,7 @@ from jobbridge import JobBridge
 from jobbridge.settings import Settings
 from jobbridge.testing.contract import pending
 from tests.integration import app_jobs
+from tests.integration.appended_lines import whole_lines
 from tests.integration.reliability_support import Workers
 from tests.integration.reliability_support import wait_for as polled
 
@@ -48,7 +49,7 @@ class Env(Workers):
         return self.start("--sleep", "0.05", *args, app=APP)
 
     def lines(self) -> list[list[str]]:
-        return [line.split() for line in self.results.read_text().splitlines()]
+        return [line.split() for line in whole_lines(self.results)]
 
     def events(self, event: str, tag: str | None = None) -> list[list[str]]:
         return [f for f in self.lines() if f[0] == event and (tag is None or f[2] == tag)]
