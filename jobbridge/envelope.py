@@ -72,23 +72,9 @@ class Envelope:
                        available_at=now if available_at is None else available_at, created_at=now,
                        unique_key=unique_key, unique_for=unique_for, headers=dict(headers or {}),
                        expires_at=expires_at)
-        env: Envelope = _new(Envelope)  # through the slots, as in `_as_stored`: one per dispatched job
-        _id(env, id or new_id())
-        _name(env, name)
-        _queue(env, queue)
-        _payload(env, payload)
-        _tries(env, tries)
-        _timeout(env, timeout)
-        _available_at(env, now if available_at is None else available_at)
-        _created_at(env, now)
-        _attempts(env, 0)
-        _unique_key(env, unique_key)
-        _unique_for(env, unique_for)
-        _headers(env, dict(headers) if headers else {})
-        _expires_at(env, expires_at)
-        _body(env, None)
-        _in_range(env, False)
-        return env
+        return _built(id or new_id(), name, queue, payload, tries, timeout,
+                      now if available_at is None else available_at, now, 0, unique_key, unique_for,
+                      dict(headers) if headers else {}, expires_at)
 
     def encode(self) -> bytes:
         """The stored form: compact JSON, versioned; `PayloadEncodeError` if a value cannot be JSON.
@@ -205,31 +191,42 @@ def _counted(stored: int, attempts: int | None, added: int | None) -> int:
 def _as_stored(cls: type[Envelope], data: dict[str, Any]) -> Envelope | None:
     """The envelope of parsed JSON taken as it is, when `limits.fields_in_range` finds nothing to change; else None.
 
-    Built through the slot descriptors (`_SLOTS`), as the frozen ``__init__`` would end up
-    setting them: the worker builds one per job, and that ``__init__`` pays an
-    ``object.__setattr__`` call per field, two thirds of a decode's time (docs/benchmarks.md).
+    Built through the slot descriptors (`_built`): the worker builds one per job.
     """
     if cls is not Envelope:  # a subclass may have fields of its own: its own __init__
         return _as_stored_by_init(cls, data)
     get = cast("Callable[[str], Any]", data.get)  # a missing field is None, which `limits.fields_in_range` refuses
     headers = get("headers")
+    env = _built(get("id"), get("name"), get("queue"), get("payload"), get("tries"), get("timeout"),
+                 get("available_at"), get("created_at"), data.get("attempts", 0), get("unique_key"),
+                 get("unique_for"), {} if headers is None else headers, get("expires_at"))
+    return env if limits.fields_in_range(env) else None
+
+
+def _built(id: Any, name: Any, queue: Any, payload: Any, tries: Any, timeout: Any, available_at: Any,
+           created_at: Any, attempts: Any, unique_key: Any, unique_for: Any, headers: Any,
+           expires_at: Any) -> Envelope:
+    """``Envelope(...)`` through its slot descriptors (`_SLOTS`), as the frozen ``__init__`` would end up setting
+    them: dispatch builds one per job and the worker one per reserved job, and that ``__init__`` pays an
+    ``object.__setattr__`` call per field, two thirds of a decode's time (docs/benchmarks.md). Unchecked: the
+    callers hold the fields to their ranges (`Envelope.checked`, `limits.fields_in_range`)."""
     env: Envelope = _new(Envelope)
-    _id(env, get("id"))
-    _name(env, get("name"))
-    _queue(env, get("queue"))
-    _payload(env, get("payload"))
-    _tries(env, get("tries"))
-    _timeout(env, get("timeout"))
-    _available_at(env, get("available_at"))
-    _created_at(env, get("created_at"))
-    _attempts(env, data.get("attempts", 0))
-    _unique_key(env, get("unique_key"))
-    _unique_for(env, get("unique_for"))
-    _headers(env, {} if headers is None else headers)
-    _expires_at(env, get("expires_at"))
+    _id(env, id)
+    _name(env, name)
+    _queue(env, queue)
+    _payload(env, payload)
+    _tries(env, tries)
+    _timeout(env, timeout)
+    _available_at(env, available_at)
+    _created_at(env, created_at)
+    _attempts(env, attempts)
+    _unique_key(env, unique_key)
+    _unique_for(env, unique_for)
+    _headers(env, headers)
+    _expires_at(env, expires_at)
     _body(env, None)
     _in_range(env, False)
-    return env if limits.fields_in_range(env) else None
+    return env
 
 
 def _as_stored_by_init(cls: type[Envelope], data: dict[str, Any]) -> Envelope | None:
@@ -274,8 +271,8 @@ class Reservation:
         return self.body if self.decode_error is not None else self.envelope.encode()
 
 
-# The slot descriptors the frozen classes' ``__init__`` ends in, for the two built once per reserved job
-# (`_as_stored`, `_reserved`). tests/unit/test_envelope_slots.py checks that the builders set every slot.
+# The slot descriptors the frozen classes' ``__init__`` ends in, for the two built once per dispatched or reserved
+# job (`_built`, `_reserved`). tests/unit/test_envelope_slots.py checks that the builders set every slot.
 _SLOTS = {name: Envelope.__dict__[name].__set__ for name in Envelope.__slots__}
 (_id, _name, _queue, _payload, _tries, _timeout, _available_at, _created_at, _attempts, _unique_key, _unique_for,
  _headers, _expires_at, _body, _in_range) = (_SLOTS[name] for name in (
@@ -401,16 +398,17 @@ def raw_bytes(body: object) -> bytes:
         return b""
 
 
-def reservation_as_stored(body: object, receipt: Any, lease_until: float, attempts: int) -> Reservation | None:
-    """``reservation_from_body(body, attempts=attempts, attempts_added=1, ...)`` for a body exactly as dispatch
-    stores it, in fewer steps; None for any other body, which the caller hands to `reservation_from_body`.
+def reservation_as_stored(body: object, receipt: Any, lease_until: float, attempt: int) -> Reservation | None:
+    """The reservation `reservation_from_body` makes of a body exactly as dispatch stores it, starting attempt
+    ``attempt`` (the store's count with this reservation's), in fewer steps; None for any other body, which
+    the caller hands to `reservation_from_body`.
 
     The worker's loop decodes every job it reserves, and most bodies are what dispatch wrote:
-    JSON of format `FORMAT_VERSION` whose every field `_as_stored` takes as it is, and a stored
-    count below `MAX_ATTEMPTS`. Anything else (not bytes, not JSON, another format, a field out
+    JSON of format `FORMAT_VERSION` whose every field `_as_stored` takes as it is, and an attempt
+    from 1 to `MAX_ATTEMPTS`. Anything else (not bytes, not JSON, another format, a field out
     of range or to convert) is None here, so `reservation_from_body` makes of it what it always has.
     """
-    if type(body) is not bytes or type(attempts) is not int or not 0 <= attempts < MAX_ATTEMPTS:
+    if type(body) is not bytes or type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPTS:
         return None
     try:
         data = orjson.loads(body)
@@ -424,5 +422,5 @@ def reservation_as_stored(body: object, receipt: Any, lease_until: float, attemp
     env = _as_stored(Envelope, data)
     if env is None:
         return None
-    _attempts(env, attempts + 1)  # made here, seen by no one yet
+    _attempts(env, attempt)  # made here, seen by no one yet
     return _reserved(env, receipt, lease_until)

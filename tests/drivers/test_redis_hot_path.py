@@ -118,11 +118,11 @@ def test_any_other_entry_is_left_to_the_full_path(raw: list[Any]) -> None:
 
 
 @pytest.mark.parametrize("body", [raw[3] for raw in GOOD + OTHER if len(raw) == 6] + ["{}", None, 3])
-@pytest.mark.parametrize("attempts", [0, 5, limits.MAX_ATTEMPTS - 1, limits.MAX_ATTEMPTS, -1, True])
-def test_reservation_as_stored_is_reservation_from_body_or_none(body: object, attempts: int) -> None:
-    fast = reservation_as_stored(body, "receipt", LEASE_UNTIL, attempts)
+@pytest.mark.parametrize("attempt", [1, 6, limits.MAX_ATTEMPTS, limits.MAX_ATTEMPTS + 1, 0, -1, True])
+def test_reservation_as_stored_is_reservation_from_body_or_none(body: object, attempt: int) -> None:
+    fast = reservation_as_stored(body, "receipt", LEASE_UNTIL, attempt)
     full = reservation_from_body(body, receipt="receipt", lease_until=LEASE_UNTIL, now=NOW, id_hint="h",
-                                 queue_hint="q", attempts=attempts, attempts_added=1)
+                                 queue_hint="q", attempts=attempt, attempts_added=0)
     if fast is not None:
         assert full.decode_error is None and _slots(fast) == _slots(full)
 

@@ -153,7 +153,7 @@ def _reservation_of(row: ClaimedRow, token: str, until: float, now: float) -> Re
     receipt = (row.id, token)
     attempts = row.attempts
     if type(attempts) is int and 1 <= attempts < ATTEMPTS_CEILING:  # `attempts_problem` finds none; the claim counted
-        made = reservation_as_stored(row.body, receipt, until, attempts - 1)
+        made = reservation_as_stored(row.body, receipt, until, attempts)
         if made is not None:  # the body as dispatch stored it; any other goes the long way below
             return made
     problem = attempts_problem(row.attempts)

@@ -166,7 +166,7 @@ def _as_pushed(queue: str, entry_id: str, raw_id: Any, body: Any, raw_attempts: 
         job_id = raw_id.decode()
     except UnicodeDecodeError:
         return None
-    res = reservation_as_stored(body, _receipt(queue, entry_id), lease_until, stored)
+    res = reservation_as_stored(body, _receipt(queue, entry_id), lease_until, stored + 1)  # this one counts
     # the body's id passed `limits.fields_in_range`, so an ``id`` field equal to it is a name `limits.name` takes
     return res if res is not None and res.envelope.id == job_id else None
 
