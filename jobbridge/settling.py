@@ -91,12 +91,17 @@ class Settler:
                 and (not refusals or o.reservation.envelope.id not in refusals)]
 
     def settle(self, still_ours: Callable[[str], bool], *,
-               acknowledging: Callable[[Sequence[Reservation]], None] | None = None) -> list[Outcome]:
+               acknowledging: Callable[[Sequence[Reservation]], None] | None = None,
+               plain: list[Outcome] | None = None) -> list[Outcome]:
         """Store what is pending; returns the outcomes done with (stored, or given up).
 
-        ``acknowledging``, when given, stores the `combinable` outcomes in one call (the rest as ever).
+        ``acknowledging``, when given, stores the `combinable` outcomes in one call (the rest as ever);
+        ``plain``: those outcomes, when the caller has just asked `combinable` for them.
         """
-        plain = self.combinable() if acknowledging is not None else []
+        if acknowledging is None:
+            plain = []
+        elif plain is None:
+            plain = self.combinable()
         if acknowledging is not None and plain:
             try:
                 acknowledging([o.reservation for o in plain])

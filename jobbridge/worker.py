@@ -302,7 +302,8 @@ class Worker:
         transaction; with no room they are acknowledged alone, never held back.
         """
         self._collect()
-        limit = self._combined_room()
+        plain = self._settler.combinable()  # once per round: the room and the combined call both use it
+        limit = self._combined_room(len(plain))
         taken: list[tuple[list[Reservation], float]] = []
 
         def acknowledging(done: Sequence[Reservation]) -> None:
@@ -310,15 +311,16 @@ class Worker:
             asked = self.monotonic()  # as in `_take`: the lease runs from before the call
             taken.append((self._combined.acknowledge_and_reserve(done, self.options.queues, limit), asked))
 
-        self._let_go(self._settler.settle(self._still_ours, acknowledging=acknowledging if limit > 0 else None))
+        self._let_go(self._settler.settle(self._still_ours, acknowledging=acknowledging if limit > 0 else None,
+                                          plain=plain))
         for got, asked in taken:
             self._accept(pool, got, asked)
 
-    def _combined_room(self) -> int:
-        """How many jobs to reserve with the acknowledgements now pending (0: acknowledge them alone)."""
+    def _combined_room(self, combinable: int) -> int:
+        """How many jobs to reserve with the ``combinable`` acknowledgements now pending (0: acknowledge them alone)."""
         if self._combined is None or not self.lifecycle.running or self.gate.waiting:
             return 0
-        return self._room(len(self._settler.combinable()))
+        return self._room(combinable)
 
     def _collect(self) -> None:
         """Finished attempts to the settler; one whose lease was lost is let go unstored."""
