@@ -32,6 +32,7 @@ from pathlib import Path
 from types import FrameType
 
 from jobbridge.outcome import WorkStats
+from jobbridge.wake import Wake
 from jobbridge.worker import REPLACE_EXIT_CODE, WorkerOptions, on_stop_signals
 
 log = logging.getLogger("jobbridge.supervisor")
@@ -68,7 +69,7 @@ class Supervisor:
         self._children: dict[int, _Child] = {}
         self._due: dict[int, float] = {}  # slot -> when to start it again
         self._quick_deaths: dict[int, int] = {}
-        self._wake = threading.Event()
+        self._wake = Wake()  # set by the stop signal's handler on this same thread (`jobbridge.wake`)
         self._signals = 0
         self._stopping = False
         self._killed = False

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import random
 import signal
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from jobbridge.rate_gate import RateGate
 from jobbridge.settling import Settler
 from jobbridge.store_calls import MAX_BACKOFF as MAX_BACKOFF
 from jobbridge.store_calls import StoreCalls
+from jobbridge.wake import Wake
 from jobbridge.worker_leases import Leases
 from jobbridge.worker_lifecycle import REPLACE_EXIT_CODE as REPLACE_EXIT_CODE
 from jobbridge.worker_lifecycle import STOPPED_AT_ONCE_EXIT_CODE as STOPPED_AT_ONCE_EXIT_CODE
@@ -84,7 +84,7 @@ class Worker:
         #: monitor thread (`jobbridge.worker_monitor`) once a second for the store's per-minute counters
         self.counts: dict[str, list[int]] = {}
         self._pool: Pool | None = None
-        self._wake = threading.Event()
+        self._wake = Wake()  # set by a stop signal's handler on this same thread, too (`jobbridge.wake`)
         self.lifecycle = Lifecycle(wake=self._wake.set, once=self.options.once, max_jobs=self.options.max_jobs,
                                    stop_when_empty=self.options.stop_when_empty)
         self._done: deque[Outcome] = deque()
@@ -284,9 +284,8 @@ class Worker:
     def _finished(self, outcome: Outcome) -> None:
         """From a pool thread: hand the outcome to the loop.
 
-        The wake is set only when it is not set already (`Event.set` takes a lock and
-        notifies every time): the loop clears it before it collects, so an outcome
-        appended while it is still set is collected by that same round.
+        The wake is set only when it is not set already: the loop clears it before it
+        collects, so an outcome appended while it is still set is collected by that same round.
         """
         self._done.append(outcome)
         if not self._wake.is_set():

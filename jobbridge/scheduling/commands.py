@@ -17,7 +17,6 @@ with ``schedules_listing`` instead (`listed`): the same sources, no start.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from types import FrameType
@@ -29,6 +28,7 @@ from jobbridge import signals
 from jobbridge.scheduling.cron import zone
 from jobbridge.scheduling.entries import Entry
 from jobbridge.scheduling.scheduler import Scheduler, SchedulerThread
+from jobbridge.wake import Wake
 from jobbridge.worker_process import on_stop_signals
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def run_alone(bridge: JobBridge, options: dict[str, Any] | None = None) -> None:
     """``jobbridge scheduler`` (and the facade's ``jobbridge beat``): fire due ticks until SIGTERM or Ctrl-C."""
     running = starting(bridge, embedded=False, options=options)
     click.echo(f"jobbridge scheduler: {len(running.entries)} entr{'y' if len(running.entries) == 1 else 'ies'}")
-    stop = threading.Event()
+    stop = Wake()  # set by the stop signal's handler on the thread that waits on it (`jobbridge.wake`)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         stop.set()

@@ -55,6 +55,7 @@ from jobbridge.errors import ConfigurationError, JobBridgeError, UnknownConnecti
 from jobbridge.scheduling.ahead import LEAD, Ahead
 from jobbridge.scheduling.entries import Entry, Step, Tick
 from jobbridge.scheduling.relay import Relay, Then, batches
+from jobbridge.wake import Wake
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
@@ -339,7 +340,7 @@ class Scheduler:
             wait = min(wait, self._polled + SOURCE_POLL - self.bridge.clock.now())
         return max(0.0, wait)
 
-    def run(self, stop: threading.Event) -> None:
+    def run(self, stop: Wake) -> None:
         """Fire due ticks until ``stop`` is set; a failing store is logged and tried again with backoff."""
         log.info("scheduler started: %d entr%s", len(self.entries), "y" if len(self.entries) == 1 else "ies")
         while not stop.is_set():
@@ -371,7 +372,7 @@ class SchedulerThread:
 
     def __init__(self, scheduler: Scheduler) -> None:
         self.scheduler = scheduler
-        self._stop = threading.Event()
+        self._stop = Wake()
         self._thread = threading.Thread(target=scheduler.run, args=(self._stop,), name="jobbridge-scheduler",
                                         daemon=True)
 

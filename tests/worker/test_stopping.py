@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import sys
 import threading
+from types import FrameType
+from typing import Any
 
 import pytest
 
@@ -101,6 +105,62 @@ def test_a_second_signal_stops_at_once(harness: Harness) -> None:
     assert worker.stopped_at_once and worker.exit_code == STOPPED_AT_ONCE_EXIT_CODE
     (counts,) = bridge.driver().counts()
     assert counts.reserved == 1
+
+
+def run_signalled_at(worker: Worker, k: int) -> None:
+    """Run ``worker`` on this thread with its SIGTERM handler called at the ``k``-th instruction of its wake's code.
+
+    The instructions counted are those of the wake's own methods, called on the
+    loop's wake (whatever class it is), on this thread.
+    """
+    wake = worker._wake
+    methods = {getattr(type(wake), name).__code__ for name in ("set", "clear", "wait", "is_set")}
+    seen = 0
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal seen
+        if event == "opcode":
+            if seen == k:
+                sys.settrace(None)
+                worker._on_signal(signal.SIGTERM, frame)
+            seen += 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code not in methods or frame.f_locals.get("self") is not wake:
+            return None
+        frame.f_trace_opcodes = True
+        return local
+
+    def hung(signum: int, frame: FrameType | None) -> None:
+        raise AssertionError(f"the worker did not stop after a SIGTERM landing at wake instruction {k}")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.setitimer(signal.ITIMER_REAL, 10)
+    sys.settrace(tracer)
+    try:
+        worker.run()
+    finally:
+        sys.settrace(None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+def test_a_stop_signal_landing_at_any_instruction_of_the_loops_wake_stops_the_worker(harness: Harness) -> None:
+    """A signal's handler runs on the loop's own thread, between any two of its instructions.
+
+    It once hung the worker for good when it landed while the loop held its wake's
+    lock (a `threading.Event`'s, in ``clear`` or around ``wait``): here it lands at
+    each instruction of the wake's code in the loop's first rounds in turn, and
+    each run must end, drained (SIGALRM turns a hang into a failure).
+    """
+    for k in range(120):
+        bridge = harness.bridge()
+        bridge.dispatch_many(jobs.Noop(n=i) for i in range(3))
+        worker = harness.worker(bridge, concurrency=2)
+        run_signalled_at(worker, k)
+        assert worker.lifecycle.reason == "received SIGTERM" and worker.exit_code == 0, k
 
 
 def test_a_supervised_child_ignores_the_second_signal(harness: Harness) -> None:

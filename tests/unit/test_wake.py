@@ -1,0 +1,167 @@
+"""`jobbridge.wake.Wake`: set from any thread, and from a signal handler that lands anywhere in it, without blocking.
+
+The handler tests run an operation under a tracer that calls the handler's
+``set`` at one instruction of the wake's own code, then the next, until every
+instruction has been tried: a handler that waited for a lock held by the frame
+it interrupted would hang there (SIGALRM turns the hang into a failure).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+import pytest
+
+from jobbridge.wake import Wake
+
+WAKE_FILE = inspect.getfile(Wake)
+pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
+                                reason="signal handlers run on the main thread")
+
+
+class Hung(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def alarm() -> Iterator[None]:
+    def hung(signum: int, frame: FrameType | None) -> None:
+        raise Hung("the operation did not return: the handler waited for a lock its own thread held")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    yield
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def landing_at(k: int, handler: Callable[[], None], operation: Callable[[], Any]) -> tuple[bool, Any]:
+    """Run ``operation`` with ``handler`` called at its ``k``-th instruction in the wake's code; (whether it was).
+
+    An operation that blocks before its ``k``-th instruction gets the handler as
+    a real signal (SIGUSR1, sent a moment later), landing in the blocking call.
+    """
+    seen = 0
+    fired = False
+
+    def land() -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            sys.settrace(None)  # the handler's own calls are not counted
+            handler()
+
+    def local(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal seen
+        if event == "opcode":
+            if seen == k:
+                land()
+            seen += 1
+        return local
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        if frame.f_code.co_filename != WAKE_FILE:
+            return None
+        frame.f_trace_opcodes = True
+        return local
+
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: land())
+    late = threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
+    signal.setitimer(signal.ITIMER_REAL, 5)
+    late.start()
+    sys.settrace(tracer)
+    try:
+        result = operation()
+    finally:
+        sys.settrace(None)
+        late.cancel()
+        late.join()
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGUSR1, previous)
+    return fired and seen >= k, result
+
+
+def every_landing(start_set: bool, operation: Callable[[Wake], Any]) -> Iterator[tuple[Wake, Any]]:
+    """``operation`` on a fresh wake with the handler landing at each of its instructions in turn."""
+    for k in range(10_000):
+        wake = Wake()
+        if start_set:
+            wake.set()
+        fired, result = landing_at(k, wake.set, functools.partial(operation, wake))
+        if not fired:
+            assert k > 3, "the tracer never reached the wake's code"
+            return
+        yield wake, result
+    raise AssertionError("the operation never ran out of instructions")
+
+
+def test_a_handler_landing_in_a_wait_ends_it_at_once_and_the_wake_stays_set() -> None:
+    for wake, got in every_landing(False, lambda wake: wake.wait(30)):
+        assert got is True and wake.is_set()
+
+
+def test_a_handler_landing_in_a_set_leaves_it_set() -> None:
+    for start_set in (False, True):
+        for wake, _ in every_landing(start_set, lambda wake: wake.set()):
+            assert wake.is_set()
+
+
+def test_a_handler_landing_in_a_clear_never_blocks_it() -> None:
+    for wake, _ in every_landing(True, lambda wake: wake.clear()):
+        wake.is_set()  # either: the set came before the clear, or after it
+
+
+def test_a_handler_landing_in_is_set_never_blocks_it() -> None:
+    for wake, _ in every_landing(False, lambda wake: wake.is_set()):
+        assert wake.is_set()
+
+
+def test_a_plain_threading_event_is_what_these_tests_catch() -> None:
+    """The same landing on `threading.Event`'s lock, held by its own frame, hangs: the failure `Wake` prevents."""
+    event = threading.Event()
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    with pytest.raises(Hung), event._cond:  # type: ignore[attr-defined]  # the loop inside Event.wait/clear
+        event.set()  # the stop handler's set, landing there
+
+
+def test_wakes_from_other_threads_are_never_lost() -> None:
+    wake, items, woke = Wake(), collections.deque[int](), []
+    total = 20_000
+
+    def produce() -> None:
+        for i in range(total):
+            items.append(i)
+            if not wake.is_set():
+                wake.set()
+
+    producers = [threading.Thread(target=produce) for _ in range(4)]
+    for thread in producers:
+        thread.start()
+    taken = 0
+    signal.setitimer(signal.ITIMER_REAL, 60)
+    while taken < total * len(producers):
+        wake.clear()
+        while items:
+            items.popleft()
+            taken += 1
+        if taken < total * len(producers):
+            woke.append(wake.wait(10))
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for thread in producers:
+        thread.join()
+    assert all(woke), "a wait slept out its timeout: a set was lost"
+
+
+def test_a_wait_without_a_bound_or_with_a_huge_one_takes_both() -> None:
+    wake = Wake()
+    wake.set()
+    assert wake.wait() and wake.wait(10**12) and wake.wait(-1)
+    wake.clear()
+    assert wake.wait(0) is False and wake.wait(-5) is False
