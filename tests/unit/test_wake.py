@@ -2,15 +2,18 @@
 
 The handler tests run an operation under a tracer that calls the handler's
 ``set`` at one instruction of the wake's own code, then the next, until every
-instruction has been tried: a handler that waited for a lock held by the frame
-it interrupted would hang there (SIGALRM turns the hang into a failure).
+instruction has been tried; an operation that blocks first gets the handler as a
+real signal (SIGALRM) in the blocking call. A handler that waited for a lock held
+by the frame it interrupted would hang there for good: `faulthandler` then ends
+the process with every thread's traceback, which fails the test (a second
+signal handler raising into the first one is no guard: it can land anywhere too).
 """
 
 from __future__ import annotations
 
 import collections
+import faulthandler
 import functools
-import inspect
 import signal
 import sys
 import threading
@@ -22,31 +25,25 @@ import pytest
 
 from jobbridge.wake import Wake
 
-WAKE_FILE = inspect.getfile(Wake)
+WAKE_FILE = Wake.set.__code__.co_filename
+#: seconds an operation may take before the process is ended as hung
+HUNG = 60
 pytestmark = pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                                 reason="signal handlers run on the main thread")
 
 
-class Hung(Exception):
-    pass
-
-
 @pytest.fixture(autouse=True)
-def alarm() -> Iterator[None]:
-    def hung(signum: int, frame: FrameType | None) -> None:
-        raise Hung("the operation did not return: the handler waited for a lock its own thread held")
-
-    previous = signal.signal(signal.SIGALRM, hung)
+def hang_guard() -> Iterator[None]:
+    faulthandler.dump_traceback_later(HUNG, exit=True)
     yield
-    signal.setitimer(signal.ITIMER_REAL, 0)
-    signal.signal(signal.SIGALRM, previous)
+    faulthandler.cancel_dump_traceback_later()
 
 
 def landing_at(k: int, handler: Callable[[], None], operation: Callable[[], Any]) -> tuple[bool, Any]:
     """Run ``operation`` with ``handler`` called at its ``k``-th instruction in the wake's code; (whether it was).
 
     An operation that blocks before its ``k``-th instruction gets the handler as
-    a real signal (SIGUSR1, sent a moment later), landing in the blocking call.
+    a real signal (SIGALRM, a moment later), landing in the blocking call.
     """
     seen = 0
     fired = False
@@ -72,19 +69,15 @@ def landing_at(k: int, handler: Callable[[], None], operation: Callable[[], Any]
         frame.f_trace_opcodes = True
         return local
 
-    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: land())
-    late = threading.Timer(0.05, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
-    signal.setitimer(signal.ITIMER_REAL, 5)
-    late.start()
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: land())
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
     sys.settrace(tracer)
     try:
         result = operation()
     finally:
         sys.settrace(None)
-        late.cancel()
-        late.join()
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGUSR1, previous)
+        signal.signal(signal.SIGALRM, previous)
     return fired and seen >= k, result
 
 
@@ -126,9 +119,14 @@ def test_a_handler_landing_in_is_set_never_blocks_it() -> None:
 def test_a_plain_threading_event_is_what_these_tests_catch() -> None:
     """The same landing on `threading.Event`'s lock, held by its own frame, hangs: the failure `Wake` prevents."""
     event = threading.Event()
-    signal.setitimer(signal.ITIMER_REAL, 0.5)
-    with pytest.raises(Hung), event._cond:  # type: ignore[attr-defined]  # the loop inside Event.wait/clear
-        event.set()  # the stop handler's set, landing there
+    got = []
+
+    def land() -> None:
+        got.append(event._cond.acquire(timeout=0.5))  # type: ignore[attr-defined]  # what Event.set takes first
+
+    with event._cond:  # type: ignore[attr-defined]  # the loop's thread inside Event.wait or Event.clear
+        land()  # the stop handler, landing there
+    assert got == [False], "the handler got a lock its own thread held: Event.set would have waited for ever"
 
 
 def test_wakes_from_other_threads_are_never_lost() -> None:
@@ -145,7 +143,6 @@ def test_wakes_from_other_threads_are_never_lost() -> None:
     for thread in producers:
         thread.start()
     taken = 0
-    signal.setitimer(signal.ITIMER_REAL, 60)
     while taken < total * len(producers):
         wake.clear()
         while items:
@@ -153,7 +150,6 @@ def test_wakes_from_other_threads_are_never_lost() -> None:
             taken += 1
         if taken < total * len(producers):
             woke.append(wake.wait(10))
-    signal.setitimer(signal.ITIMER_REAL, 0)
     for thread in producers:
         thread.join()
     assert all(woke), "a wait slept out its timeout: a set was lost"
