@@ -2,11 +2,14 @@
 
 The handler tests run an operation under a tracer that calls the handler's
 ``set`` at one instruction of the wake's own code, then the next, until every
-instruction has been tried; an operation that blocks first gets the handler as a
-real signal (SIGALRM) in the blocking call. A handler that waited for a lock held
-by the frame it interrupted would hang there for good: `faulthandler` then ends
-the process with every thread's traceback, which fails the test (a second
-signal handler raising into the first one is no guard: it can land anywhere too).
+instruction has been tried, each such test in a fresh process
+(`tests.fresh_process`: CPython 3.11 can spin for good in a traced frame once an
+asynchronous exception was raised in the process, as the watchdog tests do); a
+real signal (SIGALRM) landing in a blocked wait is a test of its own. A handler that waited
+for a lock held by the frame it interrupted would hang there for good:
+`faulthandler` then ends the process with every thread's traceback, which fails
+the test (a second signal handler raising into the first is no guard: it can land
+anywhere too).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 
 from jobbridge.wake import Wake
+from tests.fresh_process import fresh_process
 
 WAKE_FILE = Wake.set.__code__.co_filename
 #: seconds an operation may take before the process is ended as hung
@@ -40,26 +44,17 @@ def hang_guard() -> Iterator[None]:
 
 
 def landing_at(k: int, handler: Callable[[], None], operation: Callable[[], Any]) -> tuple[bool, Any]:
-    """Run ``operation`` with ``handler`` called at its ``k``-th instruction in the wake's code; (whether it was).
-
-    An operation that blocks before its ``k``-th instruction gets the handler as
-    a real signal (SIGALRM, a moment later), landing in the blocking call.
-    """
+    """Run ``operation`` with ``handler`` called at its ``k``-th instruction in the wake's code; (whether it was)."""
     seen = 0
     fired = False
 
-    def land() -> None:
-        nonlocal fired
-        if not fired:
-            fired = True
-            sys.settrace(None)  # the handler's own calls are not counted
-            handler()
-
     def local(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal seen
+        nonlocal seen, fired
         if event == "opcode":
-            if seen == k:
-                land()
+            if seen == k and not fired:
+                fired = True
+                sys.settrace(None)  # the handler's own calls are not counted
+                handler()
             seen += 1
         return local
 
@@ -69,16 +64,12 @@ def landing_at(k: int, handler: Callable[[], None], operation: Callable[[], Any]
         frame.f_trace_opcodes = True
         return local
 
-    previous = signal.signal(signal.SIGALRM, lambda signum, frame: land())
-    signal.setitimer(signal.ITIMER_REAL, 0.05)
     sys.settrace(tracer)
     try:
         result = operation()
     finally:
         sys.settrace(None)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    return fired and seen >= k, result
+    return fired, result
 
 
 def every_landing(start_set: bool, operation: Callable[[Wake], Any]) -> Iterator[tuple[Wake, Any]]:
@@ -95,22 +86,45 @@ def every_landing(start_set: bool, operation: Callable[[Wake], Any]) -> Iterator
     raise AssertionError("the operation never ran out of instructions")
 
 
-def test_a_handler_landing_in_a_wait_ends_it_at_once_and_the_wake_stays_set() -> None:
-    for wake, got in every_landing(False, lambda wake: wake.wait(30)):
-        assert got is True and wake.is_set()
+@fresh_process
+def test_a_handler_landing_in_a_wait_ends_it_and_the_wake_stays_set() -> None:
+    # wait(0.5): a landing before the wait sleeps ends it at once (True); one after it slept its time out
+    # finds it returning False; once no instruction is left to land on, the loop ends
+    results = []
+    for wake, got in every_landing(False, lambda wake: wake.wait(0.5)):
+        assert wake.is_set()
+        results.append(got)
+    slept = results.index(False) if False in results else len(results)
+    assert slept > 3 and all(got is True for got in results[:slept])
+    assert all(got is False for got in results[slept:]), "a landing after the sleep found the wait True"
 
 
+def test_a_signal_landing_in_a_blocked_wait_ends_it_at_once() -> None:
+    wake = Wake()
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: wake.set())
+    signal.setitimer(signal.ITIMER_REAL, 0.05)
+    try:
+        assert wake.wait(HUNG / 2) is True  # the handler ran inside the blocked acquire, which then took the gate
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert wake.is_set()
+
+
+@fresh_process
 def test_a_handler_landing_in_a_set_leaves_it_set() -> None:
     for start_set in (False, True):
         for wake, _ in every_landing(start_set, lambda wake: wake.set()):
             assert wake.is_set()
 
 
+@fresh_process
 def test_a_handler_landing_in_a_clear_never_blocks_it() -> None:
     for wake, _ in every_landing(True, lambda wake: wake.clear()):
         wake.is_set()  # either: the set came before the clear, or after it
 
 
+@fresh_process
 def test_a_handler_landing_in_is_set_never_blocks_it() -> None:
     for wake, _ in every_landing(False, lambda wake: wake.is_set()):
         assert wake.is_set()

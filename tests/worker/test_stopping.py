@@ -17,6 +17,7 @@ from jobbridge.settings import ConnectionSettings, Settings
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import pending
 from jobbridge.worker import STOPPED_AT_ONCE_EXIT_CODE, Worker, WorkerOptions
+from tests.fresh_process import fresh_process
 from tests.worker import jobs
 from tests.worker.conftest import Harness, wait_until
 
@@ -147,6 +148,7 @@ def run_signalled_at(worker: Worker, k: int) -> None:
 
 
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="needs the main thread")
+@fresh_process  # traced: `tests.fresh_process` says why
 def test_a_stop_signal_landing_at_any_instruction_of_the_loops_wake_stops_the_worker(harness: Harness) -> None:
     """A signal's handler runs on the loop's own thread, between any two of its instructions.
 
