@@ -35,8 +35,6 @@ TOPIC_PARTITIONS = 4
 #: milliseconds to set up a broker connection, and for one request, unless the client config says otherwise
 CONNECT_TIMEOUT_MS = 5_000
 REQUEST_TIMEOUT_MS = 10_000
-#: seconds an admin request (create a topic, list offsets) may take, unless the client config says otherwise
-ADMIN_TIMEOUT = REQUEST_TIMEOUT_MS / 1000
 #: seconds `Producer.flush` waits beyond the delivery timeout, by which every delivery has reported
 _FLUSH_MARGIN = 1.0
 #: the consumer's group session (a dead worker's partitions move after this long)
