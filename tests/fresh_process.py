@@ -26,6 +26,11 @@ ENV = "JOBBRIDGE_FRESH_TEST"
 F = TypeVar("F", bound=Callable[..., None])
 
 
+def runs_elsewhere(test: Callable[..., object]) -> bool:
+    """Whether ``test`` is a `fresh_process` test and this process only starts the one that runs it."""
+    return getattr(test, "_fresh_process", False) and ENV not in os.environ
+
+
 def fresh_process(test: F) -> F:
     @functools.wraps(test)
     def wrapper(*args: Any, **kwargs: Any) -> None:
@@ -38,4 +43,5 @@ def fresh_process(test: F) -> F:
                               timeout=300, check=False)
         assert proc.returncode == 0, f"{nodeid} in a fresh process:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
 
+    wrapper._fresh_process = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import signal
-import sys
 import threading
 from types import FrameType
-from typing import Any
 
 import pytest
 
@@ -18,6 +16,7 @@ from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import pending
 from jobbridge.worker import STOPPED_AT_ONCE_EXIT_CODE, Worker, WorkerOptions
 from tests.fresh_process import fresh_process
+from tests.landing import landing
 from tests.worker import jobs
 from tests.worker.conftest import Harness, wait_until
 
@@ -109,40 +108,16 @@ def test_a_second_signal_stops_at_once(harness: Harness) -> None:
 
 
 def run_signalled_at(worker: Worker, k: int) -> None:
-    """Run ``worker`` on this thread with its SIGTERM handler called at the ``k``-th instruction of its wake's code.
-
-    The instructions counted are those of the wake's own methods, called on the
-    loop's wake (whatever class it is), on this thread.
-    """
-    wake = worker._wake
-    methods = {getattr(type(wake), name).__code__ for name in ("set", "clear", "wait", "is_set")}
-    seen = 0
-
-    def local(frame: FrameType, event: str, arg: Any) -> Any:
-        nonlocal seen
-        if event == "opcode":
-            if seen == k:
-                sys.settrace(None)
-                worker._on_signal(signal.SIGTERM, frame)
-            seen += 1
-        return local
-
-    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
-        if frame.f_code not in methods or frame.f_locals.get("self") is not wake:
-            return None
-        frame.f_trace_opcodes = True
-        return local
-
+    """Run ``worker`` on this thread with its SIGTERM handler landing at the ``k``-th instruction of its wake's code."""
     def hung(signum: int, frame: FrameType | None) -> None:
         raise AssertionError(f"the worker did not stop after a SIGTERM landing at wake instruction {k}")
 
     previous = signal.signal(signal.SIGALRM, hung)
     signal.setitimer(signal.ITIMER_REAL, 10)
-    sys.settrace(tracer)
     try:
-        worker.run()
+        with landing(worker._wake, k, lambda: worker._on_signal(signal.SIGTERM, None)):
+            worker.run()
     finally:
-        sys.settrace(None)
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
 
