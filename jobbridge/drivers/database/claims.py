@@ -98,20 +98,21 @@ def claim_sqlite(
 
 def claim_postgres(
     conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
-    cancelled_after: float | None = None,
+    cancelled_after: float | None = None, after: tuple[float, str] | None = None,
 ) -> list[ClaimedRow]:
     """Claim in one statement, the acknowledgement folded in; rows another transaction has locked are skipped.
 
     The driver runs it in autocommit (`DatabaseDriver._reserve_now`): the statement is its own transaction.
+    ``after``: only rows after this ``(available_at, id)`` in claim order (`claim_marks` says why).
     """
-    claim: tuple[object, ...] = (queue, now, limit, token, until)
+    claim: tuple[object, ...] = (queue, now, *(after or ()), limit, token, until)
     if cancelled_after is not None:
         claim = (*claim, cancelled_after)
-    if not acknowledged:
-        sql = hot_sql.POSTGRES_CLAIM if cancelled_after is None else hot_sql.POSTGRES_CLAIM_CANCELS
-        return _in_order(conn.exec_driver_sql(sql, claim))
-    sql = hot_sql.POSTGRES_FORGET_AND_CLAIM if cancelled_after is None else hot_sql.POSTGRES_FORGET_AND_CLAIM_CANCELS
-    return _in_order(conn.exec_driver_sql(sql, (*hot_sql.receipt_arrays(acknowledged), *claim)))
+    sql = hot_sql.postgres_claim(forget=bool(acknowledged), cancels=cancelled_after is not None,
+                                 after_mark=after is not None)
+    if acknowledged:
+        claim = (*hot_sql.receipt_arrays(acknowledged), *claim)
+    return _in_order(conn.exec_driver_sql(sql, claim))
 
 
 def claim_mysql(

@@ -34,7 +34,8 @@ from jobbridge.drivers.database import failed, leases, migrations, purge
 from jobbridge.drivers.database.after_fork import reset_after_fork
 from jobbridge.drivers.database.ages import DatabaseAges
 from jobbridge.drivers.database.cancellations import cancellations_clock
-from jobbridge.drivers.database.claims import ClaimedRow, claim_for, forget, reservation_of
+from jobbridge.drivers.database.claim_marks import FromLastClaim
+from jobbridge.drivers.database.claims import ClaimedRow, claim_for, claim_postgres, forget, reservation_of
 from jobbridge.drivers.database.engine import MYSQL, POSTGRESQL, build_engine, describe, hot_engine, parse_url
 from jobbridge.drivers.database.failures import read_transaction, translated, write_transaction
 from jobbridge.drivers.database.joined import joined_connection
@@ -121,7 +122,8 @@ class DatabaseDriver:
         self.workers = DatabaseWorkers(self)
         self.throughput = DatabaseThroughput(self)
         self.ages = DatabaseAges(self)
-        self._claim = claim_for(self.dialect)
+        # PostgreSQL's claims start after the last row claimed, past the dead index entries (`claim_marks`)
+        self._claim = FromLastClaim(claim_postgres) if self.dialect == POSTGRESQL else claim_for(self.dialect)
         self._insert_sql = _insert_sql(self.engine.dialect.paramstyle)
         # the claims and acknowledgements: commits that need not wait for the disk (`hot_engine`)
         self._statements = hot_engine(self.url, timeouts, self.engine)

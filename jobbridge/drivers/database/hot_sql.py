@@ -83,6 +83,25 @@ POSTGRES_FORGET = (f"DELETE FROM {_T} AS held USING unnest(%b::text[], %b::text[
 POSTGRES_FORGET_AND_CLAIM = f"WITH gone AS ({POSTGRES_FORGET}), {POSTGRES_CLAIM.removeprefix('WITH ')}"
 POSTGRES_FORGET_AND_CLAIM_CANCELS = f"WITH gone AS ({POSTGRES_FORGET}), {POSTGRES_CLAIM_CANCELS.removeprefix('WITH ')}"
 
+#: what a claim from a mark (`jobbridge.drivers.database.claim_marks`) adds to the ready rows' scan: only rows
+#: after the mark in claim order (parameters: its available_at, its id), so the index scan starts there
+_AFTER_MARK = "AND (available_at, id) > (%s, %s) "
+
+
+def postgres_claim(*, forget: bool, cancels: bool, after_mark: bool) -> str:
+    """One of the four PostgreSQL claims above; ``after_mark``: its scan starts after a mark, whose two
+    parameters follow the claim's due-by one (queue, due by, mark available_at, mark id, batch, ...)."""
+    sql = {(False, False): POSTGRES_CLAIM, (False, True): POSTGRES_CLAIM_CANCELS,
+           (True, False): POSTGRES_FORGET_AND_CLAIM, (True, True): POSTGRES_FORGET_AND_CLAIM_CANCELS}[forget, cancels]
+    return _marked(sql) if after_mark else sql
+
+
+@cache
+def _marked(sql: str) -> str:
+    ready = "AND available_at <= %s "
+    assert sql.count(ready) == 1  # the one scan of the ready rows
+    return sql.replace(ready, ready + _AFTER_MARK)
+
 
 @cache
 def forget_in(mark: str, count: int) -> str:
