@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator, Sequence
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from jobbridge.drivers.database import DatabaseDriver, hot_sql
 from jobbridge.drivers.database.claim_marks import FULL_SCAN_EVERY, FromLastClaim
@@ -46,8 +46,8 @@ def ids(reservations: Sequence[Reservation]) -> list[str]:
     return [r.envelope.id for r in reservations]
 
 
-def queued(clock: FixedClock, n: int, delay: float = 0.0) -> list[Envelope]:
-    return [make_envelope(clock, delay=delay) for _ in range(n)]
+def queued(clock: FixedClock, n: int) -> list[Envelope]:
+    return [make_envelope(clock) for _ in range(n)]
 
 
 def test_a_due_row_behind_the_mark_is_claimed_when_the_claim_from_the_mark_comes_up_short(
@@ -85,8 +85,8 @@ def test_a_claim_from_the_mark_skips_the_dead_entries_a_claim_from_the_start_wal
     driver.push(queued(clock, 4000))
     for _ in range(60):  # 3,000 claimed and acknowledged: as many dead entries at the index's front
         driver.acknowledge(driver.reserve(["default"], 50))
-    last = max(driver.reserve(["default"], 1), key=lambda r: r.envelope.available_at).envelope
-    mark = (last.available_at, last.id)
+    [last] = driver.reserve(["default"], 1)
+    mark = (last.envelope.available_at, last.envelope.id)
     from_start = pages_read(driver, hot_sql.postgres_claim(forget=False, cancels=False, after_mark=False),
                             ("default", clock.now() + 1, 50, "t", clock.now() + 60))
     from_mark = pages_read(driver, hot_sql.postgres_claim(forget=False, cancels=False, after_mark=True),
@@ -107,3 +107,16 @@ def pages_read(driver: DatabaseDriver, sql: str, params: tuple[object, ...]) -> 
     found = re.search(r"Buffers: shared hit=(\d+)", scan)
     assert found is not None, plan
     return int(found.group(1))
+
+
+def test_a_queue_with_a_trickle_of_jobs_claims_in_one_statement_per_reserve(
+        driver: DatabaseDriver, clock: FixedClock) -> None:
+    statements: list[str] = []
+    event.listen(driver._statements, "before_cursor_execute",
+                 lambda conn, cursor, sql, params, context, many: statements.append(sql))
+    for _ in range(3):  # each reserve asks for more than is there: no mark kept, so no second scan
+        job = make_envelope(clock)
+        driver.push([job])
+        statements.clear()
+        assert ids(driver.reserve(["default"], 10)) == [job.id]
+        assert len([sql for sql in statements if "FOR UPDATE SKIP LOCKED" in sql]) == 1, statements

@@ -16,9 +16,11 @@ already past, a push from a process whose clock is behind, rows another worker
 held when the mark passed them and then released without a commit. None is
 lost or held for long:
 
+- a mark is kept only after a claim that took all it asked for (a backlog); after
+  a short one the next claim scans from the start, in one statement as before, so
+  a queue with a trickle of jobs, or none, pays nothing for marks;
 - a claim from a mark that finds fewer rows than it asked for claims the rest
-  with a scan from the start, in the same call, and the mark is set anew from
-  what that scan took (an idle or draining queue always scans whole);
+  with a scan from the start, in the same call (once, as a backlog runs out);
 - at most `FULL_SCAN_EVERY` seconds after the last scan from the start, the
   next claim scans from the start again, so while a backlog lasts a row behind
   the mark waits at most that long past its turn.
@@ -38,7 +40,7 @@ from typing import NamedTuple, Protocol
 
 from sqlalchemy import Connection
 
-from jobbridge.drivers.database.claims import ClaimedRow
+from jobbridge.drivers.database.claims import ClaimedRow, claim_order
 
 #: the longest a claim goes on from a mark before it scans the queue from the start again (seconds)
 FULL_SCAN_EVERY = 1.0
@@ -73,7 +75,7 @@ class FromLastClaim:
         self, conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float,
         acknowledged: Sequence[tuple[str, str]] = (), cancelled_after: float | None = None,
     ) -> list[ClaimedRow]:
-        mark = self._marks.get(queue)
+        mark = self._marks.pop(queue, None)
         if mark is not None and self.monotonic() - mark.scanned_whole >= self.full_scan_every:
             mark = None
         after = None if mark is None else (mark.available_at, mark.id)
@@ -82,16 +84,9 @@ class FromLastClaim:
         if mark is not None and len(rows) < limit:  # rows may wait behind the mark: the rest from the start
             rows += self.claim(conn, queue=queue, limit=limit - len(rows), token=token, now=now, until=until,
                                cancelled_after=cancelled_after)
-            rows.sort(key=_in_claim_order)
+            rows.sort(key=claim_order)
             mark = None
-        scanned_whole = self.monotonic() if mark is None else mark.scanned_whole
-        if rows:
-            last = rows[-1]
-            self._marks[queue] = _Mark(last.available_at, last.id, scanned_whole)
-        else:
-            self._marks.pop(queue, None)  # nothing ready: the next claim scans from the start anyway
+        if len(rows) == limit:  # a backlog: the next claim starts after this one's last row
+            scanned_whole = self.monotonic() if mark is None else mark.scanned_whole
+            self._marks[queue] = _Mark(rows[-1].available_at, rows[-1].id, scanned_whole)
         return rows
-
-
-def _in_claim_order(row: ClaimedRow) -> tuple[float, str]:
-    return row.available_at, row.id

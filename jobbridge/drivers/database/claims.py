@@ -67,10 +67,15 @@ def counted(attempts: Any) -> Any:
     return attempts + 1 if sane else attempts
 
 
+def claim_order(row: ClaimedRow) -> tuple[float, str]:
+    """The order a claim takes rows in: oldest ``available_at`` first, then by id."""
+    return row.available_at, row.id
+
+
 def _in_order(rows: Iterable[Any]) -> list[ClaimedRow]:
     # RETURNING promises no order: restore the one the claim chose.
     claimed = [ClaimedRow(*row) for row in rows]
-    claimed.sort(key=lambda row: (row.available_at, row.id))
+    claimed.sort(key=claim_order)
     return claimed
 
 

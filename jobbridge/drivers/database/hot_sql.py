@@ -88,11 +88,15 @@ POSTGRES_FORGET_AND_CLAIM_CANCELS = f"WITH gone AS ({POSTGRES_FORGET}), {POSTGRE
 _AFTER_MARK = "AND (available_at, id) > (%s, %s) "
 
 
+#: the four claims above by (acknowledging first, reading cancellations)
+_POSTGRES_CLAIMS = {(False, False): POSTGRES_CLAIM, (False, True): POSTGRES_CLAIM_CANCELS,
+                    (True, False): POSTGRES_FORGET_AND_CLAIM, (True, True): POSTGRES_FORGET_AND_CLAIM_CANCELS}
+
+
 def postgres_claim(*, forget: bool, cancels: bool, after_mark: bool) -> str:
     """One of the four PostgreSQL claims above; ``after_mark``: its scan starts after a mark, whose two
     parameters follow the claim's due-by one (queue, due by, mark available_at, mark id, batch, ...)."""
-    sql = {(False, False): POSTGRES_CLAIM, (False, True): POSTGRES_CLAIM_CANCELS,
-           (True, False): POSTGRES_FORGET_AND_CLAIM, (True, True): POSTGRES_FORGET_AND_CLAIM_CANCELS}[forget, cancels]
+    sql = _POSTGRES_CLAIMS[forget, cancels]
     return _marked(sql) if after_mark else sql
 
 
