@@ -10,9 +10,10 @@ the same row:
   the caller's ``BEGIN IMMEDIATE``, which holds the database's single write lock;
 - PostgreSQL: one statement, a CTE selecting ``FOR UPDATE SKIP LOCKED`` feeding
   ``UPDATE ... RETURNING``, so concurrent claims pass each other's rows by;
-- MariaDB/MySQL (no ``UPDATE ... RETURNING``): ``SELECT ... FOR UPDATE SKIP
-  LOCKED`` then ``UPDATE`` of those ids, in the caller's transaction; the rows
-  stay locked until it commits, so what the SELECT read is what was claimed.
+- MariaDB/MySQL (no ``UPDATE ... RETURNING``): a plain read of the ready ids,
+  ``SELECT ... FOR UPDATE SKIP LOCKED`` of those rows by primary key, then
+  ``UPDATE`` of those ids, in the caller's transaction; the rows stay locked
+  until it commits, so what the locking SELECT read is what was claimed.
 
 Given ``cancelled_after`` (the result store's now, for a driver that reads its
 cancellations: `jobbridge.drivers.base.ReadsCancellations`), each statement also
@@ -124,16 +125,32 @@ def claim_mysql(
     conn: Connection, *, queue: str, limit: int, token: str, now: float, until: float, acknowledged: Receipts = (),
     cancelled_after: float | None = None,
 ) -> list[ClaimedRow]:
-    """After the acknowledgement, lock the rows, then mark them; the lock lasts until the transaction commits."""
+    """After the acknowledgement, lock the rows, then mark them; the lock lasts until the transaction commits.
+
+    The rows to lock are found by a plain read and locked by primary key (`hot_sql.mysql_lock` says why);
+    when another claim held some of them, the rest come from a locking read of the ready rows, as many as
+    the first lock came short, after this claim's own rows are marked (so it passes over them).
+    """
     forget(conn, acknowledged)
-    if cancelled_after is None:
-        picked = conn.exec_driver_sql(hot_sql.MYSQL_PICK, (queue, now, limit)).all()
-    else:
-        picked = conn.exec_driver_sql(hot_sql.MYSQL_PICK_CANCELS, (cancelled_after, queue, now, limit)).all()
+    ready = [row[0] for row in conn.exec_driver_sql(hot_sql.MYSQL_READY_IDS, (queue, now, limit))]
+    if not ready:
+        return []
+    cancels = () if cancelled_after is None else (cancelled_after,)
+    locked = conn.exec_driver_sql(hot_sql.mysql_lock(len(ready), bool(cancels)), (*cancels, *ready, queue, now))
+    claimed = _marked(conn, locked.all(), token, until)
+    if len(claimed) < len(ready):
+        sql = hot_sql.MYSQL_PICK if cancelled_after is None else hot_sql.MYSQL_PICK_CANCELS
+        picked = conn.exec_driver_sql(sql, (*cancels, queue, now, limit - len(claimed))).all()
+        claimed += _marked(conn, picked, token, until)
+    claimed.sort(key=claim_order)
+    return claimed
+
+
+def _marked(conn: Connection, picked: Sequence[Any], token: str, until: float) -> list[ClaimedRow]:
+    """Mark the locked rows ``picked`` as claimed under ``token``; they as claims read them back."""
     if not picked:
         return []
-    ids = [row[0] for row in picked]
-    conn.exec_driver_sql(hot_sql.mysql_mark(len(ids)), (token, until, *ids))
+    conn.exec_driver_sql(hot_sql.mysql_mark(len(picked)), (token, until, *(row[0] for row in picked)))
     return [ClaimedRow(row[0], row[1], row[2], counted(row[3]), row[4], *row[5:]) for row in picked]
 
 

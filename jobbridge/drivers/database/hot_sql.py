@@ -59,11 +59,28 @@ POSTGRES_CLAIM = (f"WITH picked AS ({_READY.format(columns='id', m='%s')} FOR UP
                   f"RETURNING {', '.join(f'{_T}.{c}' for c in _RETURNED.split(', '))}")
 POSTGRES_CLAIM_CANCELS = f"{POSTGRES_CLAIM}, {_IS_CANCELLED.format(m='%s')}"
 
-#: MariaDB (no UPDATE ... RETURNING): lock and read the rows (parameters: queue, due by, batch; for
-#: ``MYSQL_PICK_CANCELS`` the store's now comes first, its column being first in the text) ...
+#: MariaDB (no UPDATE ... RETURNING), first: the ready rows' ids in claim order by a plain read (parameters:
+#: queue, due by, batch). A plain read passes over the delete-marked index entries every claimed and every
+#: acknowledged row leaves at the front of ``jobbridge_jobs_ready`` until InnoDB's purge removes them; a
+#: locking read of that range looks at the row behind each (9,421 pages read against 199, docs/benchmarks.md).
+MYSQL_READY_IDS = _READY.format(columns="id", m="%s")
+#: ... or, when `mysql_lock` came up short (another claim held some of those rows), lock and read the rest of
+#: the ready rows from the index (parameters: queue, due by, batch; for ``MYSQL_PICK_CANCELS`` the store's now
+#: comes first, its column being first in the text) ...
 MYSQL_PICK = f"{_READY.format(columns=_RETURNED, m='%s')} FOR UPDATE SKIP LOCKED"
 MYSQL_PICK_CANCELS = (f"{_READY.format(columns=f'{_RETURNED}, ' + _IS_CANCELLED.format(m='%s'), m='%s')} "
                       "FOR UPDATE SKIP LOCKED")
+
+
+@cache
+def mysql_lock(count: int, cancels: bool) -> str:
+    """... then lock and read those ``count`` rows by primary key, each still ready by the latest committed
+    version (a locking read's), skipping any another claim holds (parameters: for ``cancels`` the store's now,
+    then the ids, queue, due by). ``FORCE INDEX``: given the queue and ``reserved_until`` in the condition, the
+    optimizer would otherwise scan the ready index's front again."""
+    columns = f"{_RETURNED}, {_IS_CANCELLED.format(m='%s')}" if cancels else _RETURNED
+    return (f"SELECT {columns} FROM {_T} FORCE INDEX (PRIMARY) WHERE id IN ({', '.join(['%s'] * count)}) "
+            "AND queue = %s AND reserved_until IS NULL AND available_at <= %s FOR UPDATE SKIP LOCKED")
 
 
 @cache
