@@ -147,7 +147,8 @@ def claim_mysql(
 
 
 def _marked(conn: Connection, picked: Sequence[Any], token: str, until: float) -> list[ClaimedRow]:
-    """Mark the locked rows ``picked`` as claimed under ``token``; they as claims read them back."""
+    """Mark the locked rows ``picked`` as claimed under ``token``, and return them as `ClaimedRow`s, their
+    counts as the marking made them (`counted`)."""
     if not picked:
         return []
     conn.exec_driver_sql(hot_sql.mysql_mark(len(picked)), (token, until, *(row[0] for row in picked)))
