@@ -7,7 +7,8 @@ are held by a PyMySQL connection of the test's own, in an open transaction, as a
 claim in flight in another worker holds them. What is checked: the claim still
 takes as many rows as it asked for, none of the held ones, in claim order, with
 their cancellations read; and, with nothing held, no locking read of the ready
-rows' index runs at all.
+rows' index runs at all. Also that the statement texts built per batch size are
+kept in bounded number.
 """
 
 from __future__ import annotations
@@ -141,3 +142,12 @@ def test_with_nothing_held_no_locking_read_of_the_ready_rows_runs(
     assert hot_sql.MYSQL_PICK not in statements
     assert statements.count(hot_sql.MYSQL_READY_IDS) == 2
     assert statements.count(hot_sql.mysql_lock(16, False)) == 2
+
+
+def test_the_statement_texts_kept_per_batch_size_are_bounded() -> None:
+    for count in range(1, 3 * hot_sql.TEXTS_KEPT):
+        assert hot_sql.mysql_lock(count, False).count("%s") == count + 2
+        hot_sql.mysql_mark(count)
+        hot_sql.forget_in("%s", count)
+    for built in (hot_sql.mysql_lock, hot_sql.mysql_mark, hot_sql.forget_in):
+        assert built.cache_info().currsize <= hot_sql.TEXTS_KEPT

@@ -25,7 +25,7 @@ read by the claim itself, so the worker makes no lookup of its own per batch.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from functools import cache
+from functools import cache, lru_cache
 
 from jobbridge.drivers.database.engine import POSTGRESQL
 from jobbridge.drivers.database.limits import ATTEMPTS_CEILING
@@ -33,6 +33,9 @@ from jobbridge.drivers.database.schema import jobs
 
 #: ids per acknowledging DELETE on SQLite and MariaDB: far below SQLite's bound on parameters
 ACK_CHUNK = 1000
+#: statement texts kept per id-list builder below: one per batch size a worker asks for; a worker with
+#: thousands of threads would otherwise keep one text per count it ever saw, each as long as its list
+TEXTS_KEPT = 256
 _T = jobs.name
 _MARK = (f"attempts = CASE WHEN attempts >= 0 AND attempts < {ATTEMPTS_CEILING} THEN attempts + 1 "
          f"ELSE attempts END, token = {{m}}, reserved_until = {{m}}")
@@ -72,7 +75,7 @@ MYSQL_PICK_CANCELS = (f"{_READY.format(columns=f'{_RETURNED}, ' + _IS_CANCELLED.
                       "FOR UPDATE SKIP LOCKED")
 
 
-@cache
+@lru_cache(maxsize=TEXTS_KEPT)
 def mysql_lock(count: int, cancels: bool) -> str:
     """... then lock and read those ``count`` rows by primary key, each still ready by the latest committed
     version (a locking read's), skipping any another claim holds (parameters: for ``cancels`` the store's now,
@@ -83,7 +86,7 @@ def mysql_lock(count: int, cancels: bool) -> str:
             "AND queue = %s AND reserved_until IS NULL AND available_at <= %s FOR UPDATE SKIP LOCKED")
 
 
-@cache
+@lru_cache(maxsize=TEXTS_KEPT)
 def mysql_mark(count: int) -> str:
     """... then mark them (parameters: token, lease, then the ``count`` ids); the lock lasts until commit."""
     return f"UPDATE {_T} SET {_MARK.format(m='%s')} WHERE id IN ({', '.join(['%s'] * count)})"
@@ -124,7 +127,7 @@ def _marked(sql: str) -> str:
     return sql.replace(ready, ready + _AFTER_MARK)
 
 
-@cache
+@lru_cache(maxsize=TEXTS_KEPT)
 def forget_in(mark: str, count: int) -> str:
     """SQLite and MariaDB: delete ``count`` ids still held under one token (parameters: token, then the ids)."""
     return f"DELETE FROM {_T} WHERE token = {mark} AND id IN ({', '.join([mark] * count)})"
