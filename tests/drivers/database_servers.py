@@ -14,6 +14,8 @@ from pathlib import Path
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
+from jobbridge.clock import Clock
+from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.drivers.database.engine import parse_url
 from tests.services import ensure_mariadb, ensure_postgres
 
@@ -54,6 +56,17 @@ def fresh_mariadb() -> Iterator[str]:
         with admin.begin() as conn:
             conn.execute(text(f"DROP DATABASE {database}"))
         admin.dispose()
+
+
+@contextmanager
+def migrated_driver(url: str, clock: Clock) -> Iterator[DatabaseDriver]:
+    """A driver on ``url`` with its tables made, closed afterwards."""
+    driver = DatabaseDriver(url, clock=clock)
+    driver.migrate()
+    try:
+        yield driver
+    finally:
+        driver.close()
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from jobbridge.drivers.database.claims import claim_postgres
 from jobbridge.envelope import Envelope, Reservation
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import make_envelope
-from tests.drivers.database_servers import fresh_postgres
+from tests.drivers.database_servers import fresh_postgres, migrated_driver
 
 
 @pytest.fixture
@@ -33,13 +33,8 @@ def clock() -> FixedClock:
 
 @pytest.fixture
 def driver(clock: FixedClock) -> Iterator[DatabaseDriver]:
-    with fresh_postgres() as url:
-        d = DatabaseDriver(url, clock=clock)
-        d.migrate()
-        try:
-            yield d
-        finally:
-            d.close()
+    with fresh_postgres() as url, migrated_driver(url, clock) as made:
+        yield made
 
 
 def ids(reservations: Sequence[Reservation]) -> list[str]:

@@ -27,7 +27,7 @@ from jobbridge.envelope import Envelope, Reservation
 from jobbridge.results.database import open_database_store
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import make_envelope
-from tests.drivers.database_servers import fresh_mariadb
+from tests.drivers.database_servers import fresh_mariadb, migrated_driver
 
 
 @pytest.fixture
@@ -43,12 +43,8 @@ def url() -> Iterator[str]:
 
 @pytest.fixture
 def driver(url: str, clock: FixedClock) -> Iterator[DatabaseDriver]:
-    made = DatabaseDriver(url, clock=clock)
-    made.migrate()
-    try:
+    with migrated_driver(url, clock) as made:
         yield made
-    finally:
-        made.close()
 
 
 @pytest.fixture

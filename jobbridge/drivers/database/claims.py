@@ -137,16 +137,16 @@ def claim_mysql(
         return []
     cancels = () if cancelled_after is None else (cancelled_after,)
     locked = conn.exec_driver_sql(hot_sql.mysql_lock(len(ready), bool(cancels)), (*cancels, *ready, queue, now))
-    claimed = _marked(conn, locked.all(), token, until)
+    claimed = _mark_claimed(conn, locked.all(), token, until)
     if len(claimed) < len(ready):
-        sql = hot_sql.MYSQL_PICK if cancelled_after is None else hot_sql.MYSQL_PICK_CANCELS
+        sql = hot_sql.MYSQL_PICK_CANCELS if cancels else hot_sql.MYSQL_PICK
         picked = conn.exec_driver_sql(sql, (*cancels, queue, now, limit - len(claimed))).all()
-        claimed += _marked(conn, picked, token, until)
+        claimed += _mark_claimed(conn, picked, token, until)
     claimed.sort(key=claim_order)
     return claimed
 
 
-def _marked(conn: Connection, picked: Sequence[Any], token: str, until: float) -> list[ClaimedRow]:
+def _mark_claimed(conn: Connection, picked: Sequence[Any], token: str, until: float) -> list[ClaimedRow]:
     """Mark the locked rows ``picked`` as claimed under ``token``, and return them as `ClaimedRow`s, their
     counts as the marking made them (`counted`)."""
     if not picked:
