@@ -31,6 +31,12 @@ def drop_keys(url: str, prefix: str) -> None:
         client.close()
 
 
+def lease_members(driver: RedisDriver) -> list[tuple[bytes, float]]:
+    """The lease set's members and deadlines, without the member at +inf that keeps it a skiplist (reserve.lua)."""
+    found: list[Any] = driver.client.zrangebyscore(driver.keys.leases, "-inf", "(+inf", withscores=True)
+    return [(bytes(member), float(score)) for member, score in found]
+
+
 def inject_undecodable(driver: RedisDriver, queue: str, body: bytes) -> None:
     """A stream entry whose body no envelope decoder accepts, as a foreign producer might write."""
     driver.client.xadd(driver.keys.stream(queue), {"id": new_id(), "body": body, "attempts": 0})

@@ -41,6 +41,7 @@ from tests.drivers.redis_helpers import (
     drop_keys,
     envelope_now,
     inject_undecodable,
+    lease_members,
     make_driver,
     worker_that_dies,
     write_entry,
@@ -288,7 +289,7 @@ def test_a_stale_reservation_settles_nothing(driver: RedisDriver, clock: FixedCl
     assert [r.id for r in driver.extend([fresh], 60)] == [env.id]
     driver.acknowledge([fresh])
     assert pending(driver, "default") == 0
-    assert driver.client.zcard(driver.keys.leases) == 0
+    assert lease_members(driver) == []
 
 
 def test_acknowledge_takes_a_batch_across_queues(driver: RedisDriver, clock: FixedClock) -> None:
@@ -297,7 +298,7 @@ def test_acknowledge_takes_a_batch_across_queues(driver: RedisDriver, clock: Fix
     assert [r.envelope.queue for r in got] == ["a", "a", "b", "c"]
     driver.acknowledge(got)
     assert driver.counts() == []
-    assert driver.client.zcard(driver.keys.leases) == 0
+    assert lease_members(driver) == []
 
 
 def test_counts_before_any_worker_read_the_queue(driver: RedisDriver, clock: FixedClock) -> None:
@@ -505,7 +506,7 @@ def test_an_entry_that_is_no_job_is_failed_once_with_its_reason_beside_good_jobs
     driver.acknowledge([r for r in got if r is not bad])
     (failed,) = driver.failed.list(10)
     assert (failed.id, failed.error, failed.body) == (expected_id, bad.decode_error, stored.get(b"body", b""))
-    assert driver.counts() == [] and driver.client.zcard(driver.keys.leases) == 0
+    assert driver.counts() == [] and lease_members(driver) == []
 
 
 @pytest.mark.parametrize(
@@ -603,7 +604,7 @@ def test_reclaim_drops_lease_members_it_never_wrote(driver: RedisDriver, clock: 
                                             b"1-1 nowhere": 0})
     clock.advance(61)
     assert driver.reclaim_expired() == 2  # the real lapsed lease, and the member naming a gone entry
-    assert driver.client.zcard(driver.keys.leases) == 0
+    assert lease_members(driver) == []
     (again,) = driver.reserve(["default"], 1)
     assert again.id == res.id and again.attempt == 2
 
@@ -717,7 +718,7 @@ def test_a_host_an_hour_ahead_agrees_with_redis_on_leases_and_delays(
     assert abs(res.lease_until - (now + driver.reservation)) < 1
     ((_, due),) = driver.client.zrange(driver.keys.delayed("default"), 0, -1, withscores=True)
     assert abs(due - (now + 30)) < 1, "a 30 s delay is 30 s of Redis's clock"
-    ((_, deadline),) = driver.client.zrange(driver.keys.leases, 0, -1, withscores=True)
+    ((_, deadline),) = lease_members(driver)
     assert abs(deadline - (now + driver.reservation)) < 1
     assert driver.reclaim_expired() == 0, "the host's hour ahead lapses no lease"
     driver.acknowledge([res])

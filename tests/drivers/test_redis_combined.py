@@ -18,7 +18,7 @@ import pytest
 from jobbridge.drivers.redis import RedisDriver
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import make_envelope
-from tests.drivers.redis_helpers import drop_keys, make_driver
+from tests.drivers.redis_helpers import drop_keys, lease_members, make_driver
 from tests.services import ensure_redis
 
 CLOCK = FixedClock()  # never moved: every pushed job is due at once
@@ -40,7 +40,7 @@ def _push(driver: RedisDriver, n: int, queue: str = "default") -> list[str]:
 
 
 def _leases(driver: RedisDriver) -> int:
-    return int(driver.client.zcard(driver.keys.leases))
+    return len(lease_members(driver))
 
 
 def test_a_batch_across_queues_is_acknowledged_whole(driver: RedisDriver) -> None:

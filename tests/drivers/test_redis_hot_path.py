@@ -23,7 +23,7 @@ from jobbridge.envelope import Envelope, Reservation, reservation_as_stored, res
 from jobbridge.errors import DriverUnavailable
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import make_envelope
-from tests.drivers.redis_helpers import drop_keys, make_driver
+from tests.drivers.redis_helpers import drop_keys, lease_members, make_driver
 from tests.services import ensure_redis
 
 CLOCK = FixedClock()
@@ -154,6 +154,24 @@ def test_a_script_the_server_does_not_know_is_loaded_again(driver: RedisDriver) 
     rest = driver.acknowledge_and_reserve(first, ["default"], 10)
     assert [r.id for r in first + rest] == [e.id for e in envs]
     assert driver.scripts.reserve.sha != "0" * 40 != driver.scripts.acknowledge_and_reserve.sha
+
+
+def test_the_lease_set_stays_a_skiplist_and_its_keeper_is_never_reclaimed(driver: RedisDriver) -> None:
+    """A worker's few leases would make a listpack, where every ZADD member is an insertion sort (reserve.lua)."""
+    assert driver.reserve(["default"], 10) == [] and not driver.client.exists(driver.keys.leases), \
+        "an empty reserve writes no lease set"
+    envs = [_good() for _ in range(3)]
+    driver.push(envs)
+    got = driver.reserve(["default"], 10)
+    assert driver.client.object("encoding", driver.keys.leases) == b"skiplist"
+    assert [m for m, _ in lease_members(driver)] == sorted(f"{r.receipt.entry_id} default".encode() for r in got)
+    driver.acknowledge(got)
+    assert lease_members(driver) == [] and driver.client.object("encoding", driver.keys.leases) == b"skiplist"
+    CLOCK.advance(10 ** 9)
+    try:
+        assert driver.reclaim_expired() == 0, "the keeper is scored +inf: no lease lapses with it"
+    finally:
+        CLOCK.advance(-(10 ** 9))
 
 
 def _kill_direct_connection(driver: RedisDriver) -> None:

@@ -7,7 +7,8 @@ Keys, all under ``prefix`` (default ``jobbridge:``)::
     {prefix}queue:{name}     stream      ready and reserved jobs; fields id, body, attempts;
                                          consumer group "jobbridge" (its pending list = reserved)
     {prefix}delayed:{name}   sorted set  delayed jobs scored by due time (Redis's clock, seconds)
-    {prefix}leases           sorted set  "<entry id> <queue>" scored by lease deadline (Redis's clock)
+    {prefix}leases           sorted set  "<entry id> <queue>" scored by lease deadline (Redis's clock),
+                                         and one member at +inf that keeps it a skiplist (reserve.lua)
     {prefix}queues           set         every queue name pushed to
     {prefix}failed           sorted set  failed job ids scored by failed_at
     {prefix}failed:{id}      hash        a failed job: queue, name, attempts, error, failed_at, body
