@@ -7,7 +7,7 @@ SQLite (the benchmarks' store of each), run under
 ``valgrind --tool=callgrind`` once per queue size; instructions per job =
 (I(large) - I(small)) / (large - small), start-up cancelled out. Only the
 worker process is counted, not the server. As in `benchmarks.telemetry_cost`, the
-reservation batches are pinned at their largest (`jobbridge.worker.PREFETCH_MS`
+reservation batches are pinned at their largest (`jobbridge.worker_window.PREFETCH_MS`
 raised), so that the count does not move with how long attempts take on a
 loaded machine's clock. Prints one line; nothing is asserted.
 """
@@ -55,9 +55,9 @@ def counted(store: str, jobs: int, job: str, level: str, concurrency: int | None
 
 def child(argv: list[str]) -> None:
     """``jobbridge ARGV`` in this process, the worker's batches pinned at their largest."""
-    import jobbridge.worker
+    import jobbridge.worker_window
 
-    jobbridge.worker.PREFETCH_MS = 1e9
+    jobbridge.worker_window.PREFETCH_MS = 1e9
     from jobbridge.cli import main as cli
 
     cli(argv)

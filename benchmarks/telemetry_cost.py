@@ -18,7 +18,7 @@ cancels out: instructions per job = (I(large) - I(small)) / (large - small).
 The cost is an app's instructions per job over plain's, minus one. ``--apps``
 runs some of them (``--apps plain --apps all``); ``--parallel`` runs the
 workers side by side. Every worker runs with its reservation batches pinned
-at their largest (`jobbridge.worker.PREFETCH_MS` raised): the worker sizes a
+at their largest (`jobbridge.worker_window.PREFETCH_MS` raised): the worker sizes a
 batch by how long attempts take on the clock, and under callgrind on a loaded
 machine that varies from run to run, and with it the per-batch share of each
 job's instructions (a run at load 12 counted one configuration 25 % above a
@@ -89,9 +89,9 @@ def instructions(app: str, jobs: int, concurrency: int, work: Path) -> tuple[int
 
 def _pin_batches() -> None:
     """Reserve as far ahead as the worker ever does, whatever attempts take on the clock (see above)."""
-    import jobbridge.worker
+    import jobbridge.worker_window
 
-    jobbridge.worker.PREFETCH_MS = 1e9
+    jobbridge.worker_window.PREFETCH_MS = 1e9
 
 
 def cli_worker(argv: list[str]) -> None:

@@ -27,7 +27,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from jobbridge import signals
-from jobbridge.drivers.base import AcknowledgingReserve, ReadsCancellations
+from jobbridge.drivers.base import AcknowledgingReserve, OverlappingReserve, ReadsCancellations
 from jobbridge.envelope import Reservation
 from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome, WorkStats
@@ -45,16 +45,12 @@ from jobbridge.worker_options import WorkerOptions as WorkerOptions
 from jobbridge.worker_process import banner
 from jobbridge.worker_process import check_worker_driver as check_worker_driver
 from jobbridge.worker_process import on_stop_signals as on_stop_signals
+from jobbridge.worker_window import PREFETCH_MS, HeldBack, room
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
 
 log = logging.getLogger("jobbridge.worker")
-
-#: how much work (in attempt-milliseconds) the worker may reserve ahead of its threads
-PREFETCH_MS = 20.0
-#: never more than this many times ``concurrency`` jobs ahead
-MAX_AHEAD = 7
 
 
 class _StopNow(BaseException):
@@ -76,6 +72,9 @@ class Worker:
         self.driver = bridge.driver(conn.name)
         #: the driver, when it can acknowledge and reserve in one transaction (`_settle`)
         self._combined = self.driver if isinstance(self.driver, AcknowledgingReserve) else None
+        #: the driver, when its combined call can start a held-back batch while the store works (`worker_window`)
+        self._overlapping = self.driver if isinstance(self.driver, OverlappingReserve) and self._combined else None
+        self._held_back = HeldBack(self._start)
         #: the driver looks the result store's cancellations up in its reserve (`ReadsCancellations`, set by `run`)
         self._reads_cancellations = False
         self.executor: Executor = bridge.executor(conn.name)
@@ -205,6 +204,7 @@ class Worker:
             self._wake.clear()
             self.last_loop = self.monotonic()
             if self.lifecycle.draining:
+                self._held_back.start_now()
                 self._announce_stop()
                 if not (self.options.once or self.options.stop_when_empty):
                     self.gate.hand_back_all(self._hand_back)  # a stopping worker starts no waiting job
@@ -225,13 +225,17 @@ class Worker:
             self._take(pool, room)
 
     def _take(self, pool: Pool, limit: int) -> None:
+        overlapping, held_back, queues = self._overlapping, self._held_back, self.options.queues
         blocking = not self._held and not self.lifecycle.drains and self.driver.capabilities.blocking_reserve
         wait = min(self.options.sleep, self._until_timer()) if blocking else 0.0
         asked = self.monotonic()  # a lease granted by this call ends no sooner than a lease from now
-        got = self._store("reserve", lambda: self.driver.reserve(self.options.queues, limit, wait=wait))
+        if held_back and overlapping is not None:  # the held-back batch starts while this one is reserved
+            got = self._store("reserve", lambda: held_back.call(overlapping, (), queues, limit))
+        else:
+            got = self._store("reserve", lambda: self.driver.reserve(queues, limit, wait=wait))
         if got is None:
             return
-        self._accept(pool, got, asked)
+        self._accept(got, asked, hold_back=overlapping is not None and self._holds_back())
         if got and blocking:  # an idle worker's jobs start before the loop goes on in Python (`Pool.let_them_start`)
             pool.let_them_start()
         if got or not self.lifecycle.running:
@@ -241,36 +245,48 @@ class Worker:
         elif not blocking:
             self._pause(min(self.options.sleep, self._until_timer()))
 
-    def _accept(self, pool: Pool, got: list[Reservation], asked: float) -> None:
-        """Hold what a reserve (``asked``: when it was called) returned, and hand it to the threads."""
+    def _holds_back(self) -> bool:
+        """Whether the batch a call returns now waits for the loop's next call (`worker_window`); never with a
+        job budget (``--once``, ``--max-jobs``), which counts a batch as it starts."""
+        life = self.lifecycle
+        return self._overlapping is not None and life.running and not life.draining and life.budget is None
+
+    def _accept(self, got: list[Reservation], asked: float, *, hold_back: bool = False) -> None:
+        """Hold what a reserve (``asked``: when it was called) returned, and hand it to the threads (or, with
+        ``hold_back``, to `HeldBack`, which does when the next call is on its way)."""
         if got and not self._reads_cancellations:  # one look at the cancelled set per batch: a cancelled job
             # is acknowledged unrun (a driver that read them in the reserve marked its reservations instead)
             self._store("check cancellations", lambda: self.executor.refresh_cancellations([r.id for r in got]))
         self.leases.hold(got, asked)
+        if hold_back and got:
+            self._held_back.hold(got)
+        else:
+            self._start(got)
+
+    def _start(self, got: list[Reservation]) -> None:
+        pool = self._pool
+        assert pool is not None
         handed_back = self._handed_back
         self.gate.admit(got, pool.submit, self._hand_back)  # a rate-limited job may wait for its turn
         taken = len(got) - (self._handed_back - handed_back)  # a job handed back unstarted was not taken
         self.lifecycle.took(taken, held=len(self._held))  # the budget spent, or the drain done, ends the run
 
     def _room(self, settling: int = 0) -> int:
-        """How many jobs to reserve now: the free threads, plus a few ahead while jobs are short.
-
-        Jobs held ahead of the threads amount to about `PREFETCH_MS` of work (at most
-        `MAX_AHEAD` x concurrency jobs, none once attempts average `PREFETCH_MS` x 5);
-        they are renewed by the heartbeat like running ones and run before a graceful stop.
-        ``settling``: held jobs about to be let go (acknowledged in the same call as the reserve).
+        """How many jobs to reserve now (`worker_window.room`): the free threads, plus a few ahead while jobs
+        are short. Jobs held ahead are renewed by the heartbeat like running ones and run before a graceful
+        stop. ``settling``: held jobs about to be let go (acknowledged in the same call as the reserve).
         """
-        size, held = self.options.concurrency, len(self._held) - self.gate.waiting - settling  # waiting: no thread
-        ahead = int(size * min(MAX_AHEAD, PREFETCH_MS / self._avg_ms)) if self._avg_ms < PREFETCH_MS * 5 else 0
-        # with jobs ahead, reserve again once the threads have worked half of them off, not all: the
-        # next batch is asked for while they still run the rest
-        return self.lifecycle.room(0 if ahead and held > size + ahead // 2 else size + ahead - held)
+        held = len(self._held) - self.gate.waiting - settling  # waiting: no thread
+        return self.lifecycle.room(room(self.options.concurrency, held, self._avg_ms,
+                                        overlapping=self._overlapping is not None))
 
     def _busy(self) -> bool:
         """Held jobs still to finish (a stuck one is not waited for) or outcomes still to store."""
         return bool(self._done or self._settler.pending) or any(i not in self._stuck for i in self._held)
 
     def _pause(self, seconds: float) -> None:
+        if self._held_back and not (self._done and self.lifecycle.running):  # no outcome to settle next:
+            self._held_back.start_now()  # no call comes to start it
         if seconds > 0:
             self._wake.wait(seconds)
 
@@ -304,16 +320,25 @@ class Worker:
         plain = self._settler.combinable()  # once per round: the room and the combined call both use it
         limit = self._combined_room(len(plain))
         taken: list[tuple[list[Reservation], float]] = []
+        if not (plain and limit > 0):
+            self._held_back.start_now()  # no combined call is coming to start it
 
         def acknowledging(done: Sequence[Reservation]) -> None:
-            assert self._combined is not None  # _combined_room is 0 without it
             asked = self.monotonic()  # as in `_take`: the lease runs from before the call
-            taken.append((self._combined.acknowledge_and_reserve(done, self.options.queues, limit), asked))
+            taken.append((self._combined_call(done, limit), asked))
 
         self._let_go(self._settler.settle(self._still_ours, acknowledging=acknowledging if limit > 0 else None,
                                           plain=plain))
+        self._held_back.start_now()  # after a call that failed: nothing is held back past this round
         for got, asked in taken:
-            self._accept(pool, got, asked)
+            self._accept(got, asked, hold_back=self._holds_back())
+
+    def _combined_call(self, done: Sequence[Reservation], limit: int) -> list[Reservation]:
+        """Acknowledge ``done`` and reserve up to ``limit`` in one call; the held-back batch starts meanwhile."""
+        if self._overlapping is not None:
+            return self._held_back.call(self._overlapping, done, self.options.queues, limit)
+        assert self._combined is not None  # _combined_room is 0 without it
+        return self._combined.acknowledge_and_reserve(done, self.options.queues, limit)
 
     def _combined_room(self, combinable: int) -> int:
         """How many jobs to reserve with the ``combinable`` acknowledgements now pending (0: acknowledge them alone)."""
@@ -374,6 +399,8 @@ class Worker:
 
     def _timers(self) -> None:
         now = self.monotonic()
+        if self._held_back and (now >= self._next_beat or now >= self._next_reclaim):
+            self._held_back.start_now()  # it waits for no store call but the next reserve
         if now >= self._next_beat:
             self._next_beat = now + self.lease / 4
             self._heartbeat()

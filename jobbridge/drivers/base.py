@@ -20,7 +20,7 @@ them by a shared store; one that can hold no lock at all (SQS) says so with
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -310,4 +310,24 @@ class AcknowledgingReserve(Protocol):
                                 limit: int) -> list[Reservation]:
         """`Driver.acknowledge` of ``reservations`` then `Driver.reserve` of up to ``limit`` (never waiting),
         committed together; raises as either would, having stored nothing."""
+        ...
+
+
+@runtime_checkable
+class OverlappingReserve(Protocol):
+    """Optional beside `AcknowledgingReserve`: the combined call runs something of the worker's while the store works.
+
+    The worker's attempt threads and its loop share one interpreter lock, so a
+    loop that waits for the store's reply with nothing handed to the threads
+    leaves them idle for the store's whole turn (`jobbridge.worker_window`). A
+    driver whose request and reply are two steps (a script call written to a
+    socket, then its reply read) offers this: the worker holds back the batch
+    its last call returned and passes ``meanwhile``, which starts it.
+    """
+
+    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                            limit: int, meanwhile: Callable[[], None]) -> list[Reservation]:
+        """`AcknowledgingReserve.acknowledge_and_reserve`, ``reservations`` possibly empty (a reserve that never
+        waits), calling ``meanwhile`` at most once: once the request is written and before its reply is read.
+        A call that fails may have called it or not; the caller finishes its part either way."""
         ...

@@ -34,6 +34,7 @@ from jobbridge.testing.contract import (
     DriverContract,
     FailedStoreContract,
     LockStoreContract,
+    OverlappingReserveContract,
     make_envelope,
     pending,
 )
@@ -63,7 +64,8 @@ def prefix(redis_url: str) -> Iterator[str]:
     drop_keys(redis_url, name)
 
 
-class TestRedisDriver(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract):
+class TestRedisDriver(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract,
+                      OverlappingReserveContract):
     @pytest.fixture
     def clock(self) -> FixedClock:
         return FixedClock()

@@ -174,6 +174,37 @@ def test_the_lease_set_stays_a_skiplist_and_its_keeper_is_never_reclaimed(driver
         CLOCK.advance(-(10 ** 9))
 
 
+def test_meanwhile_runs_once_between_the_request_and_its_reply_even_across_a_reload(driver: RedisDriver) -> None:
+    envs = [_good() for _ in range(4)]
+    driver.push(envs)
+    ran: list[int] = []
+    driver.scripts.reserve.sha = "0" * 40  # NOSCRIPT: the request is written twice
+    first = driver.acknowledge_and_reserve_overlapping([], ["default"], 2, lambda: ran.append(1))
+    rest = driver.acknowledge_and_reserve_overlapping(first, ["default"], 10, lambda: ran.append(2))
+    assert ran == [1, 2]
+    assert [r.id for r in first + rest] == [e.id for e in envs]
+
+
+def test_meanwhile_that_raises_leaves_no_reply_for_the_next_call_and_loses_no_job(driver: RedisDriver) -> None:
+    envs = [_good() for _ in range(3)]
+    driver.push(envs)
+
+    def fails() -> None:
+        raise RuntimeError("meanwhile failed")
+    with pytest.raises(RuntimeError, match="meanwhile failed"):
+        driver.acknowledge_and_reserve_overlapping([], ["default"], 2, fails)
+    (third,) = driver.reserve(["default"], 10)  # the script's unread reply answers nothing
+    assert third.id == envs[2].id
+    driver.acknowledge([third])
+    CLOCK.advance(31)  # the two the failed call claimed were leased: they come back when the lease lapses
+    try:
+        assert driver.reclaim_expired() == 2
+    finally:
+        CLOCK.advance(-31)
+    again = driver.reserve(["default"], 10)
+    assert sorted(r.id for r in again) == sorted(e.id for e in envs[:2]) and all(r.attempt == 2 for r in again)
+
+
 def _kill_direct_connection(driver: RedisDriver) -> None:
     conn = driver._direct._connection
     assert conn is not None and conn._sock is not None

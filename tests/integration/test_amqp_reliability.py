@@ -26,7 +26,7 @@ from jobbridge import JobBridge
 from jobbridge.errors import DriverUnavailable
 from jobbridge.settings import Settings
 from jobbridge.testing.contract import pending
-from jobbridge.worker import MAX_AHEAD
+from jobbridge.worker_window import MAX_AHEAD
 from tests.drivers.amqp_servers import OwnNode, fresh_vhost, url_for
 from tests.drivers.redis_helpers import drop_keys
 from tests.integration import amqp_app

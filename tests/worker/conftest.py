@@ -82,6 +82,16 @@ class Running:
         return self.stats
 
 
+def drain_noops(harness: Harness, driver: Any, count: int) -> None:
+    """Dispatch ``count`` `jobs.Noop` to ``driver`` and run a worker until the queue is empty: each ran once."""
+    bridge = harness.bridge(driver=driver)
+    bridge.dispatch_many(jobs.Noop(n=i) for i in range(count))
+    stats = harness.worker(bridge, concurrency=4, stop_when_empty=True, sleep=0.01).run()
+    assert stats.succeeded == count
+    assert sorted(n for kind, n in jobs.RAN if kind == "noop") == list(range(count)), "each job ran once"
+    assert driver.counts() == [], "every job acknowledged"
+
+
 def wait_until(check: Callable[[], object], what: str, timeout: float = 30) -> None:
     """Poll ``check`` until it is true; fail naming ``what`` after a generous deadline."""
     deadline = time.monotonic() + timeout

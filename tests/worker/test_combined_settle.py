@@ -19,8 +19,7 @@ from sqlalchemy.exc import OperationalError
 from jobbridge import signals
 from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.envelope import Reservation
-from tests.worker import jobs
-from tests.worker.conftest import Harness
+from tests.worker.conftest import Harness, drain_noops
 
 JOBS = 120
 
@@ -66,12 +65,7 @@ def driver(tmp_path: Path, harness: Harness) -> Iterator[Counting]:
 
 
 def _drain(harness: Harness, driver: Counting) -> None:
-    bridge = harness.bridge(driver=driver)
-    bridge.dispatch_many(jobs.Noop(n=i) for i in range(JOBS))
-    stats = harness.worker(bridge, concurrency=4, stop_when_empty=True, sleep=0.01).run()
-    assert stats.succeeded == JOBS
-    assert sorted(n for kind, n in jobs.RAN if kind == "noop") == list(range(JOBS)), "each job ran once"
-    assert driver.counts() == [], "every job acknowledged"
+    drain_noops(harness, driver, JOBS)
 
 
 def test_the_combined_path_is_taken(harness: Harness, driver: Counting) -> None:

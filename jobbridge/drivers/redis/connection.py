@@ -179,20 +179,26 @@ class Direct:
         self._connection: Any = None
         self._pid = 0
 
-    def __call__(self, script: Script, keys: list[str], args: list[EncodableT]) -> Any:
+    def __call__(self, script: Script, keys: list[str], args: list[EncodableT],
+                 meanwhile: Callable[[], None] | None = None) -> Any:
+        """The script's reply; ``meanwhile``, when given, runs once the first request is written and before its
+        reply is read (`OverlappingReserve`), and never again for a retry's."""
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)
+        if meanwhile is not None:
+            meanwhile = _once(meanwhile)
         with self._lock:
             conn = self._connection
             if conn is None or self._pid != os.getpid():
                 pool = self.client.connection_pool
                 conn = self._connection = pool.connection_class(**pool.connection_kwargs)
                 self._pid = os.getpid()
+            dropped = conn.disconnect
             try:
-                return conn.retry.call_with_retry(lambda: _sent(conn, command), lambda _error: conn.disconnect())
+                return conn.retry.call_with_retry(lambda: _sent(conn, command, meanwhile), lambda _error: dropped())
             except NoScriptError:
                 script.sha = self.client.script_load(script.script)
                 command = ("EVALSHA", script.sha, *command[2:])
-                return conn.retry.call_with_retry(lambda: _sent(conn, command), lambda _error: conn.disconnect())
+                return conn.retry.call_with_retry(lambda: _sent(conn, command, meanwhile), lambda _error: dropped())
 
     def close(self) -> None:
         with self._lock:
@@ -201,7 +207,17 @@ class Direct:
             self._connection = None
 
 
-def _sent(conn: Any, command: tuple[EncodableT, ...]) -> Any:
+def _once(call: Callable[[], None]) -> Callable[[], None]:
+    """``call`` the first time, nothing after."""
+    pending = [call]
+
+    def first() -> None:
+        if pending:
+            pending.pop()()
+    return first
+
+
+def _sent(conn: Any, command: tuple[EncodableT, ...], meanwhile: Callable[[], None] | None = None) -> Any:
     """One command and its reply; an error reply is raised (a `ResponseError`).
 
     Anything else that cuts the pair short (a signal's exception between the send and the
@@ -209,6 +225,8 @@ def _sent(conn: Any, command: tuple[EncodableT, ...]) -> Any:
     """
     try:
         conn.send_command(*command)
+        if meanwhile is not None:
+            meanwhile()  # the store works on the request meanwhile
         return conn.read_response()
     except redis.ResponseError:
         raise  # a whole reply was read: the connection is in step

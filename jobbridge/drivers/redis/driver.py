@@ -13,7 +13,7 @@ client. See docs/redis.md.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis
@@ -132,14 +132,15 @@ class RedisDriver:
         # a timed-out wait may have let a delayed job fall due: one more promote-and-claim
         return got or self._reserve_now(names, limit)[0]
 
-    def _reserve_now(self, queues: list[str], limit: int) -> tuple[list[Reservation], float | None]:
+    def _reserve_now(self, queues: list[str], limit: int,
+                     meanwhile: Callable[[], None] | None = None) -> tuple[list[Reservation], float | None]:
         """One reserve.lua call: promote due delayed jobs, reserve in priority order, record leases.
 
         Also returns when the next delayed job falls due, so a blocking reserve wakes for it.
         """
         keys, args, lease_until, now = self._reserve_call(queues, limit)
         with translated():
-            flat, next_due, cancelled = self._direct(self.scripts.reserve, keys, args)
+            flat, next_due, cancelled = self._direct(self.scripts.reserve, keys, args, meanwhile)
         got = entries.claimed(flat, queues, lease_until, now, cancelled)
         return got, None if next_due is None else float(next_due)
 
@@ -179,9 +180,15 @@ class RedisDriver:
         (`jobbridge.drivers.base.AcknowledgingReserve`). One script runs alone on the
         server, so no other client sees the first half without the second.
         """
+        return self.acknowledge_and_reserve_overlapping(reservations, queues, limit, None)
+
+    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                            limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
+        """`acknowledge_and_reserve`, running ``meanwhile`` while the script runs (`OverlappingReserve`): the
+        request is written, ``meanwhile`` called, then the reply read, on the loop's own connection."""
         names = list(dict.fromkeys(queues))
         if not reservations:
-            return self._reserve_now(names, limit)[0] if limit > 0 and names else []
+            return self._reserve_now(names, limit, meanwhile)[0] if limit > 0 and names else []
         if limit <= 0 or not names:
             self.acknowledge(reservations)
             return []
@@ -189,7 +196,7 @@ class RedisDriver:
         keys, args, lease_until, now = self._reserve_call(names, limit)
         with translated():
             flat, _, cancelled = self._direct(self.scripts.acknowledge_and_reserve, [*ack_keys, *keys],
-                                              [len(ack_keys), len(ack_args), *ack_args, *args])
+                                              [len(ack_keys), len(ack_args), *ack_args, *args], meanwhile)
         return entries.claimed(flat, names, lease_until, now, cancelled)
 
     def _block(self, queues: list[str], limit: int, seconds: float) -> list[Reservation]:

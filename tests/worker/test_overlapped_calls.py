@@ -1,0 +1,129 @@
+"""On Redis the worker starts a reserved batch while its next store call is out (`jobbridge.worker_window`).
+
+A real `RedisDriver` (on a throwaway key prefix) whose overlapping call notes
+when its ``meanwhile`` runs, and a pool whose ``submit`` notes whether it was
+called from inside one: most batches must start there, every job must run once
+and be acknowledged, and a job budget (``--max-jobs``), which counts a batch as
+it starts, is never overrun by a batch held back.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+
+from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge.drivers.redis import RedisDriver
+from jobbridge.drivers.redis.settings import RedisSettings, parse_settings
+from jobbridge.envelope import Reservation
+from jobbridge.pool import Pool
+from jobbridge.testing.clock import FixedClock
+from jobbridge.testing.contract import make_envelope
+from jobbridge.worker_window import HeldBack, room
+from tests.drivers.redis_helpers import drop_keys
+from tests.services import ensure_redis
+from tests.worker import jobs
+from tests.worker.conftest import Harness, drain_noops
+
+JOBS = 2_000
+
+
+class Noting(RedisDriver):
+    """Counts overlapping calls, and says (``inside``) when one's ``meanwhile`` is running."""
+
+    def __init__(self, settings: RedisSettings, *, clock: Clock) -> None:
+        super().__init__(settings, clock=clock)
+        self.calls = 0
+        self.inside = threading.local()
+
+    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                            limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
+        self.calls += 1
+        if meanwhile is None:
+            return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, None)
+        run = meanwhile
+
+        def noted() -> None:
+            self.inside.now = True
+            try:
+                run()
+            finally:
+                self.inside.now = False
+        return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, noted)
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    """The bridge's clock at the real now: the jobs it dispatches are due by Redis's clock."""
+    return FixedClock(SYSTEM_CLOCK.now())
+
+
+@pytest.fixture
+def driver() -> Iterator[Noting]:
+    url, prefix = ensure_redis(), f"jbtest:{uuid.uuid4().hex[:12]}:"
+    made = Noting(parse_settings({"url": url, "prefix": prefix, "reservation": 60}), clock=SYSTEM_CLOCK)
+    yield made
+    made.close()
+    drop_keys(url, prefix)
+
+
+@pytest.fixture
+def submitted(driver: Noting, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How many attempts the pool was handed inside a call's ``meanwhile`` and outside one."""
+    seen = {"inside": 0, "outside": 0}
+    plain = Pool.submit
+
+    def submit(pool: Pool, reservation: Reservation) -> None:
+        seen["inside" if getattr(driver.inside, "now", False) else "outside"] += 1
+        plain(pool, reservation)
+    monkeypatch.setattr(Pool, "submit", submit)
+    return seen
+
+
+def test_batches_start_while_the_next_call_is_out(harness: Harness, driver: Noting,
+                                                  submitted: dict[str, int]) -> None:
+    drain_noops(harness, driver, JOBS)
+    assert driver.calls > 0
+    assert submitted["inside"] > JOBS // 2, submitted  # without the overlap: none
+
+
+def test_a_job_budget_is_never_overrun_by_a_batch_held_back(harness: Harness, driver: Noting,
+                                                            submitted: dict[str, int]) -> None:
+    bridge = harness.bridge(driver=driver)
+    bridge.dispatch_many(jobs.Noop(n=i) for i in range(500))
+    stats = harness.worker(bridge, concurrency=4, max_jobs=150, sleep=0.01).run()
+    assert stats.succeeded == 150 and len(jobs.RAN) == 150
+    assert submitted["inside"] == 0, "with a budget nothing is held back"
+    (counts,) = driver.counts()
+    assert (counts.pending, counts.reserved) == (350, 0), "nothing reserved beyond the budget is left held"
+
+
+# -- the window and the held-back batch, without a store ---------------------------------------
+
+
+def test_the_overlapping_window_is_larger_and_each_call_asks_for_half_of_it() -> None:
+    plain, overlapping = room(8, 0, 0.05), room(8, 0, 0.05, overlapping=True)
+    assert plain == 8 * 8  # the threads and 7 x 8 ahead
+    assert overlapping == (8 + 8 * 31) // 2  # half of the threads and 31 x 8 ahead
+    assert room(8, overlapping, 0.05, overlapping=True) == overlapping, "room for the batch the next call reserves"
+    assert room(8, 0, 500.0, overlapping=True) == 8, "slow attempts: nothing ahead, and no halving"
+
+
+def test_a_held_back_batch_starts_once_even_when_the_call_fails() -> None:
+    started: list[list[str]] = []
+    held = HeldBack(lambda got: started.append([r.id for r in got]))
+
+    class Failing:
+        def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                                limit: int, meanwhile: Callable[[], None]) -> list[Reservation]:
+            raise ConnectionError("before the request was written")
+
+    batch = [Reservation(make_envelope(FixedClock()), None, 0.0) for _ in range(3)]
+    held.hold(batch)
+    with pytest.raises(ConnectionError):
+        held.call(Failing(), [], ["default"], 10)  # type: ignore[arg-type]
+    held.start_now()
+    assert started == [[r.id for r in batch]] and not held
