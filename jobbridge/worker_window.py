@@ -6,7 +6,8 @@ while attempts are short: about `PREFETCH_MS` of work, never more than
 It reserves again once the threads have worked off half of those, not all.
 
 **The overlap.** On a driver whose combined call can run something while the
-store works (`jobbridge.drivers.base.OverlappingReserve`, Redis), the loop
+store works (`jobbridge.drivers.base.OverlappingReserve`: Redis, the database
+driver), the loop
 *holds back* the batch a call returned (`HeldBack`) and starts it the moment
 its next call is on its way, so the threads run one batch while the store
 serves the next. Without it the two are serial: the attempt threads keep the

@@ -320,14 +320,16 @@ class OverlappingReserve(Protocol):
     The worker's attempt threads and its loop share one interpreter lock, so a
     loop that waits for the store's reply with nothing handed to the threads
     leaves them idle for the store's whole turn (`jobbridge.worker_window`). A
-    driver whose request and reply are two steps (a script call written to a
-    socket, then its reply read) offers this: the worker holds back the batch
-    its last call returned and passes ``meanwhile``, which starts it.
+    driver offers this when the store's part of the call is a wait the client
+    spends without the lock (a script call written to a socket, then its reply
+    read; a statement sent and its commit awaited): the worker holds back the
+    batch its last call returned and passes ``meanwhile``, which starts it.
     """
 
     def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
                                             limit: int, meanwhile: Callable[[], None]) -> list[Reservation]:
         """`AcknowledgingReserve.acknowledge_and_reserve`, ``reservations`` possibly empty (a reserve that never
-        waits), calling ``meanwhile`` at most once: once the request is written and before its reply is read.
-        A call that fails may have called it or not; the caller finishes its part either way."""
+        waits), calling ``meanwhile`` at most once, before the store's reply is read: once the request is
+        written (Redis) or just before the first statement goes out (the database driver). A call that fails
+        may have called it or not; the caller finishes its part either way."""
         ...

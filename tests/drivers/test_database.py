@@ -30,6 +30,7 @@ from jobbridge.testing.contract import (
     DriverContract,
     FailedStoreContract,
     LockStoreContract,
+    OverlappingReserveContract,
     make_envelope,
     pending,
 )
@@ -82,7 +83,8 @@ def driver(migrated_url: str, clock: FixedClock) -> Iterator[DatabaseDriver]:
         driver.close()
 
 
-class TestDatabaseContract(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract):
+class TestDatabaseContract(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract,
+                          OverlappingReserveContract):
     """The shared contract, all three suites, once per dialect (the ``driver`` fixture above is parametrised)."""
 
     def inject_undecodable(self, driver: DatabaseDriver, queue: str, body: bytes) -> None:

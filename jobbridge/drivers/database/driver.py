@@ -195,8 +195,8 @@ class DatabaseDriver:
             return self._reserve_now(queues, limit)
         return self._reserve_waiting(queues, limit, wait)
 
-    def _reserve_now(self, queues: Sequence[str], limit: int,
-                     acknowledged: Sequence[Reservation] = ()) -> list[Reservation]:
+    def _reserve_now(self, queues: Sequence[str], limit: int, acknowledged: Sequence[Reservation] = (),
+                     meanwhile: Callable[[], None] | None = None) -> list[Reservation]:
         """Claim up to ``limit``, after acknowledging ``acknowledged`` in the same transaction.
 
         On PostgreSQL each queue's claim is one statement run in autocommit, the
@@ -210,6 +210,8 @@ class DatabaseDriver:
         cancelled_after = None if self._cancellations is None else self._cancellations.now()
 
         def claim(conn: Connection) -> list[ClaimedRow]:
+            if meanwhile is not None:
+                meanwhile()
             claimed: list[ClaimedRow] = []
             for at, queue in enumerate(queues):
                 claimed += self._claim(conn, queue=queue, limit=limit - len(claimed), token=token, now=now,
@@ -271,12 +273,17 @@ class DatabaseDriver:
 
         See `jobbridge.drivers.base.AcknowledgingReserve`; the claim never waits for a push.
         """
+        return self.acknowledge_and_reserve_overlapping(reservations, queues, limit, None)
+
+    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                            limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
+        """`acknowledge_and_reserve`, ``meanwhile`` run in the transaction just before its first statement
+        (`OverlappingReserve`): the worker's threads then run a batch while the database executes the claim
+        and commits it, the DBAPI's waits being spent without the interpreter lock."""
         if limit <= 0 or not queues:
             self.acknowledge(reservations)
             return []
-        if not reservations:
-            return self._reserve_now(queues, limit)
-        return self._reserve_now(queues, limit, reservations)
+        return self._reserve_now(queues, limit, reservations, meanwhile)
 
     def release(self, reservation: Reservation, delay: float) -> None:
         job_id, token = reservation.receipt
