@@ -109,6 +109,15 @@ class RateGate:
 
     # -- admitting -----------------------------------------------------------------------------
 
+    def limits_any(self, reservations: Sequence[Reservation]) -> bool:
+        """Whether starting these takes a turn of some rate limit (a store call, for a shared one)."""
+        limits = self._limits
+        for res in reservations:
+            name = res.envelope.name
+            if res.decode_error is None and (limits[name] if name in limits else self.limit_of(name)) is not None:
+                return True
+        return False
+
     def admit(self, reservations: Sequence[Reservation], start: Start, back: HandBack) -> None:
         """Start, hold or hand back each reservation; jobs without a limit start in the order given."""
         groups: dict[str, list[Reservation]] = {}

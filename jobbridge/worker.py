@@ -258,8 +258,8 @@ class Worker:
             # is acknowledged unrun (a driver that read them in the reserve marked its reservations instead)
             self._store("check cancellations", lambda: self.executor.refresh_cancellations([r.id for r in got]))
         self.leases.hold(got, asked)
-        if hold_back and got:
-            self._held_back.hold(got)
+        if hold_back and got and not self.gate.limits_any(got):  # a rate limit's turns are a store call, which
+            self._held_back.hold(got)  # must not be made from inside another (`HeldBack` starts it there)
         else:
             self._start(got)
 

@@ -18,6 +18,8 @@ are then in hand at once, so the window is larger (`MAX_AHEAD_OVERLAPPING`) and
 each call asks for half of it. A held-back batch never waits for anything else:
 it is started before the loop waits, before any other reserve, and when the
 worker drains, and a batch held back is held (leased and renewed) like any.
+A batch with a rate-limited job is never held back: starting it takes the
+limit's turns, a store call that must not be made from inside another.
 """
 
 from __future__ import annotations

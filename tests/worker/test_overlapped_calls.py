@@ -12,16 +12,22 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from jobbridge.clock import SYSTEM_CLOCK, Clock
+from jobbridge import Job, JobBridge, JobContext, RateLimit, Settings
+from jobbridge.clock import SYSTEM_CLOCK
+from jobbridge.drivers.database import DatabaseDriver
 from jobbridge.drivers.redis import RedisDriver
-from jobbridge.drivers.redis.settings import RedisSettings, parse_settings
+from jobbridge.drivers.redis.settings import parse_settings
 from jobbridge.envelope import Reservation
 from jobbridge.pool import Pool
+from jobbridge.rate_gate import RateGate
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract import make_envelope
+from jobbridge.worker import Worker, WorkerOptions
 from jobbridge.worker_window import HeldBack, room
 from tests.drivers.redis_helpers import drop_keys
 from tests.services import ensure_redis
@@ -31,19 +37,17 @@ from tests.worker.conftest import Harness, drain_noops
 JOBS = 2_000
 
 
-class Noting(RedisDriver):
-    """Counts overlapping calls, and says (``inside``) when one's ``meanwhile`` is running."""
+class Notes:
+    """Counts overlapping calls, and says (``inside``) when one's ``meanwhile`` is running (a driver mixin)."""
 
-    def __init__(self, settings: RedisSettings, *, clock: Clock) -> None:
-        super().__init__(settings, clock=clock)
-        self.calls = 0
-        self.inside = threading.local()
+    calls = 0
+    inside = threading.local()
 
     def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
                                             limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
         self.calls += 1
         if meanwhile is None:
-            return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, None)
+            return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, None)  # type: ignore[misc]
         run = meanwhile
 
         def noted() -> None:
@@ -52,7 +56,22 @@ class Noting(RedisDriver):
                 run()
             finally:
                 self.inside.now = False
-        return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, noted)
+        return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, noted)  # type: ignore[misc]
+
+
+class Noting(Notes, RedisDriver):
+    pass
+
+
+class NotingDatabase(Notes, DatabaseDriver):
+    pass
+
+
+class Limited(Job, name="worker.limited", rate_limit=RateLimit("100000/s", shared=True)):
+    """Takes a turn of a limit kept in the store: starting it is a store call."""
+
+    def handle(self, ctx: JobContext) -> None:
+        jobs.RAN.append(("limited", ctx.id))
 
 
 @pytest.fixture
@@ -71,13 +90,13 @@ def driver() -> Iterator[Noting]:
 
 
 @pytest.fixture
-def submitted(driver: Noting, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+def submitted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """How many attempts the pool was handed inside a call's ``meanwhile`` and outside one."""
     seen = {"inside": 0, "outside": 0}
     plain = Pool.submit
 
     def submit(pool: Pool, reservation: Reservation) -> None:
-        seen["inside" if getattr(driver.inside, "now", False) else "outside"] += 1
+        seen["inside" if getattr(Notes.inside, "now", False) else "outside"] += 1
         plain(pool, reservation)
     monkeypatch.setattr(Pool, "submit", submit)
     return seen
@@ -99,6 +118,30 @@ def test_a_job_budget_is_never_overrun_by_a_batch_held_back(harness: Harness, dr
     assert submitted["inside"] == 0, "with a budget nothing is held back"
     (counts,) = driver.counts()
     assert (counts.pending, counts.reserved) == (350, 0), "nothing reserved beyond the budget is left held"
+
+
+def test_a_rate_limited_batch_is_never_held_back(tmp_path: Path, clock: FixedClock, submitted: dict[str, int],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its turns are taken from the store as it starts, which must not happen inside another call: on SQLite
+    that second write would wait for the first's lock until the busy timeout."""
+    booked = {"inside": 0}
+    plain_book = RateGate._book
+
+    def book(gate: RateGate, *args: Any) -> None:
+        booked["inside"] += bool(getattr(Notes.inside, "now", False))
+        plain_book(gate, *args)
+    monkeypatch.setattr(RateGate, "_book", book)
+    driver = NotingDatabase(f"sqlite:///{tmp_path / 'jobs.sqlite3'}", reservation=60, clock=clock)
+    driver.migrate()
+    conf = Settings.from_mapping({"driver": "memory", "reservation": 60})
+    bridge = JobBridge(conf, clock=clock, drivers={conf.default_connection: driver}, jobs=[Limited])
+    try:
+        bridge.dispatch_many(Limited() for _ in range(300))
+        stats = Worker(bridge, WorkerOptions(concurrency=4, stop_when_empty=True, sleep=0.01)).run()
+    finally:
+        bridge.close()
+    assert stats.succeeded == 300 and len({job_id for kind, job_id in jobs.RAN if kind == "limited"}) == 300
+    assert driver.calls > 0 and booked["inside"] == 0 and submitted["inside"] == 0, (booked, submitted)
 
 
 # -- the window and the held-back batch, without a store ---------------------------------------
