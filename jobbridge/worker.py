@@ -45,7 +45,8 @@ from jobbridge.worker_options import WorkerOptions as WorkerOptions
 from jobbridge.worker_process import banner
 from jobbridge.worker_process import check_worker_driver as check_worker_driver
 from jobbridge.worker_process import on_stop_signals as on_stop_signals
-from jobbridge.worker_window import PREFETCH_MS, HeldBack, room
+from jobbridge.worker_tally import Tally
+from jobbridge.worker_window import HeldBack, room
 
 if TYPE_CHECKING:
     from jobbridge.app import JobBridge
@@ -78,10 +79,8 @@ class Worker:
         #: the driver looks the result store's cancellations up in its reserve (`ReadsCancellations`, set by `run`)
         self._reads_cancellations = False
         self.executor: Executor = bridge.executor(conn.name)
-        self.stats = WorkStats()
-        #: attempts let go of, by queue: [ended, failed, released]; written by the loop alone, read by the
-        #: monitor thread (`jobbridge.worker_monitor`) once a second for the store's per-minute counters
-        self.counts: dict[str, list[int]] = {}
+        self.tally = Tally()
+        self.stats, self.counts = self.tally.stats, self.tally.counts  # the monitor thread reads `counts`
         self._pool: Pool | None = None
         self._wake = Wake()  # set by a stop signal's handler on this same thread, too (`jobbridge.wake`)
         self.lifecycle = Lifecycle(wake=self._wake.set, once=self.options.once, max_jobs=self.options.max_jobs,
@@ -94,7 +93,6 @@ class Worker:
         self._calls = StoreCalls(self, sleep=self.options.sleep, connection=self.connection, monotonic=monotonic)
         self._store = self._calls.call
         self._settler = Settler(self.driver, failed=self._calls.failed, succeeded=self._calls.ok)
-        self._avg_ms = PREFETCH_MS * 10  # assume slow jobs until some have run
         self._next_beat = self._next_reclaim = 0.0
         #: when (``monotonic``) the loop last came round; a liveness file is touched only while it does
         self.last_loop = monotonic()
@@ -229,13 +227,15 @@ class Worker:
         blocking = not self._held and not self.lifecycle.drains and self.driver.capabilities.blocking_reserve
         wait = min(self.options.sleep, self._until_timer()) if blocking else 0.0
         asked = self.monotonic()  # a lease granted by this call ends no sooner than a lease from now
-        if held_back and overlapping is not None:  # the held-back batch starts while this one is reserved
+        overlapped = bool(held_back) and overlapping is not None
+        if overlapped:  # the held-back batch starts while this one is reserved
+            assert overlapping is not None
             got = self._store("reserve", lambda: held_back.call(overlapping, (), queues, limit))
         else:
             got = self._store("reserve", lambda: self.driver.reserve(queues, limit, wait=wait))
         if got is None:
             return
-        self._accept(got, asked, hold_back=overlapping is not None and self._holds_back())
+        self._accept(got, asked, hold_back=overlapped and self._holds_back())  # an idle worker's: at once
         if got and blocking:  # an idle worker's jobs start before the loop goes on in Python (`Pool.let_them_start`)
             pool.let_them_start()
         if got or not self.lifecycle.running:
@@ -277,7 +277,7 @@ class Worker:
         stop. ``settling``: held jobs about to be let go (acknowledged in the same call as the reserve).
         """
         held = len(self._held) - self.gate.waiting - settling  # waiting: no thread
-        return self.lifecycle.room(room(self.options.concurrency, held, self._avg_ms,
+        return self.lifecycle.room(room(self.options.concurrency, held, self.tally.avg_ms,
                                         overlapping=self._overlapping is not None))
 
     def _busy(self) -> bool:
@@ -376,24 +376,8 @@ class Worker:
         return self.leases.still_ours(job_id, self.monotonic())
 
     def _let_go(self, outcomes: Sequence[Outcome]) -> None:
-        """Done with these jobs: no longer held, so no longer renewed; counted. Per batch: what it
-        looks up is read once for the batch."""
-        drop, stuck, stats, counts = self.leases.drop, self._stuck, self.stats, self.counts
-        avg = self._avg_ms
-        for outcome in outcomes:
-            env = outcome.reservation.envelope
-            drop(env.id)
-            if stuck:
-                stuck.discard(env.id)
-            stats.add(outcome)
-            queue = counts.get(env.queue)
-            if queue is None:
-                queue = counts[env.queue] = [0, 0, 0]
-            queue[0] += 1
-            if outcome.action != "acknowledge":
-                queue[1 if outcome.action == "fail" else 2] += 1
-            avg += (max(outcome.duration_ms, 0.01) - avg) * 0.2
-        self._avg_ms = avg
+        """Done with these jobs: no longer held, so no longer renewed; counted (`Tally`)."""
+        self.tally.let_go(outcomes, self.leases.drop, self._stuck)
 
     # -- leases and reclaim ------------------------------------------------------------------
 
