@@ -7,10 +7,9 @@ It reserves again once the threads have worked off half of those, not all.
 
 **The overlap.** On a driver whose combined call can run something while the
 store works (`jobbridge.drivers.base.OverlappingReserve`: Redis, the database
-driver), the loop
-*holds back* the batch a call returned (`HeldBack`) and starts it the moment
-its next call is on its way, so the threads run one batch while the store
-serves the next. Without it the two are serial: the attempt threads keep the
+driver), the loop *holds back* the batch a call returned (`HeldBack`) and
+starts it the moment its next call is on its way, so the threads run one batch
+while the store serves the next. Without it the two are serial: the attempt threads keep the
 GIL while their queue has work, so the loop gets to its next call only once
 they have finished everything, and they then wait, idle, for the store's reply
 (docs/benchmarks.md, "The store call and the attempts overlap"). Two batches
