@@ -65,6 +65,7 @@ class RateGate:
         self.monotonic = monotonic
         self._store = store
         self._limits: dict[str, RateLimit | None] = {}
+        self._any_limited: bool | None = None  # whether any registered job has a limit (`limits_any`)
         self._heap: list[_Waiting] = []
         self._seq = itertools.count()
         self._spread: dict[str, float] = {}  # job name -> when the next hand-back of it should come back
@@ -110,7 +111,12 @@ class RateGate:
     # -- admitting -----------------------------------------------------------------------------
 
     def limits_any(self, reservations: Sequence[Reservation]) -> bool:
-        """Whether starting these takes a turn of some rate limit (a store call, for a shared one)."""
+        """Whether starting these takes a turn of some rate limit (a store call, for a shared one); per batch, and
+        without a look per job when no registered job has a limit, as in most apps."""
+        if self._any_limited is None:
+            self._any_limited = any(self.limit_of(name) is not None for name in self.registry.names())
+        if not self._any_limited:
+            return False
         limits = self._limits
         for res in reservations:
             name = res.envelope.name

@@ -27,7 +27,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from jobbridge import signals
-from jobbridge.drivers.base import AcknowledgingReserve, OverlappingReserve, ReadsCancellations
+from jobbridge.drivers.base import AcknowledgingReserve, ReadsCancellations
 from jobbridge.envelope import Reservation
 from jobbridge.execution import Executor
 from jobbridge.outcome import Outcome, WorkStats
@@ -71,10 +71,9 @@ class Worker:
         self.connection = conn.name
         self.lease = conn.reservation
         self.driver = bridge.driver(conn.name)
-        #: the driver, when it can acknowledge and reserve in one transaction (`_settle`)
+        #: the driver, when it can acknowledge and reserve in one transaction (`_settle`), starting the batch
+        #: held back from its last call while the store works (`worker_window`)
         self._combined = self.driver if isinstance(self.driver, AcknowledgingReserve) else None
-        #: the driver, when its combined call can start a held-back batch while the store works (`worker_window`)
-        self._overlapping = self.driver if isinstance(self.driver, OverlappingReserve) and self._combined else None
         self._held_back = HeldBack(self._start)
         #: the driver looks the result store's cancellations up in its reserve (`ReadsCancellations`, set by `run`)
         self._reads_cancellations = False
@@ -212,7 +211,7 @@ class Worker:
             if backoff > 0:
                 self._pause(backoff)
                 continue
-            self._settle(pool)
+            self._settle()
             self._timers()
             self.gate.start_due(pool.submit, self._hand_back)
             room = self._room()
@@ -223,14 +222,14 @@ class Worker:
             self._take(pool, room)
 
     def _take(self, pool: Pool, limit: int) -> None:
-        overlapping, held_back, queues = self._overlapping, self._held_back, self.options.queues
+        combined, held_back, queues = self._combined, self._held_back, self.options.queues
         blocking = not self._held and not self.lifecycle.drains and self.driver.capabilities.blocking_reserve
         wait = min(self.options.sleep, self._until_timer()) if blocking else 0.0
         asked = self.monotonic()  # a lease granted by this call ends no sooner than a lease from now
-        overlapped = bool(held_back) and overlapping is not None
+        overlapped = bool(held_back) and combined is not None  # only a combining driver's batch is held back
         if overlapped:  # the held-back batch starts while this one is reserved
-            assert overlapping is not None
-            got = self._store("reserve", lambda: held_back.call(overlapping, (), queues, limit))
+            assert combined is not None
+            got = self._store("reserve", lambda: held_back.call(combined, (), queues, limit))
         else:
             got = self._store("reserve", lambda: self.driver.reserve(queues, limit, wait=wait))
         if got is None:
@@ -249,7 +248,7 @@ class Worker:
         """Whether the batch a call returns now waits for the loop's next call (`worker_window`); never with a
         job budget (``--once``, ``--max-jobs``), which counts a batch as it starts."""
         life = self.lifecycle
-        return self._overlapping is not None and life.running and not life.draining and life.budget is None
+        return self._combined is not None and life.running and not life.draining and life.budget is None
 
     def _accept(self, got: list[Reservation], asked: float, *, hold_back: bool = False) -> None:
         """Hold what a reserve (``asked``: when it was called) returned, and hand it to the threads (or, with
@@ -278,7 +277,7 @@ class Worker:
         """
         held = len(self._held) - self.gate.waiting - settling  # waiting: no thread
         return self.lifecycle.room(room(self.options.concurrency, held, self.tally.avg_ms,
-                                        overlapping=self._overlapping is not None))
+                                        overlapping=self._combined is not None))
 
     def _busy(self) -> bool:
         """Held jobs still to finish (a stuck one is not waited for) or outcomes still to store."""
@@ -309,7 +308,7 @@ class Worker:
 
     # -- settling ----------------------------------------------------------------------------
 
-    def _settle(self, pool: Pool) -> None:
+    def _settle(self) -> None:
         """Store finished attempts (see `jobbridge.settling`), then let go of those done with.
 
         With acknowledgements to store and room to reserve, a driver that offers
@@ -324,21 +323,14 @@ class Worker:
             self._held_back.start_now()  # no combined call is coming to start it
 
         def acknowledging(done: Sequence[Reservation]) -> None:
+            assert self._combined is not None  # _combined_room is 0 without it
             asked = self.monotonic()  # as in `_take`: the lease runs from before the call
-            taken.append((self._combined_call(done, limit), asked))
+            taken.append((self._held_back.call(self._combined, done, self.options.queues, limit), asked))
 
         self._let_go(self._settler.settle(self._still_ours, acknowledging=acknowledging if limit > 0 else None,
                                           plain=plain))
-        self._held_back.start_now()  # after a call that failed: nothing is held back past this round
         for got, asked in taken:
             self._accept(got, asked, hold_back=self._holds_back())
-
-    def _combined_call(self, done: Sequence[Reservation], limit: int) -> list[Reservation]:
-        """Acknowledge ``done`` and reserve up to ``limit`` in one call; the held-back batch starts meanwhile."""
-        if self._overlapping is not None:
-            return self._held_back.call(self._overlapping, done, self.options.queues, limit)
-        assert self._combined is not None  # _combined_room is 0 without it
-        return self._combined.acknowledge_and_reserve(done, self.options.queues, limit)
 
     def _combined_room(self, combinable: int) -> int:
         """How many jobs to reserve with the ``combinable`` acknowledgements now pending (0: acknowledge them alone)."""

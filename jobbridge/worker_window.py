@@ -6,8 +6,8 @@ while attempts are short: about `PREFETCH_MS` of work, never more than
 It reserves again once the threads have worked off half of those, not all.
 
 **The overlap.** On a driver whose combined call can run something while the
-store works (`jobbridge.drivers.base.OverlappingReserve`: Redis, the database
-driver), the loop *holds back* the batch a call returned (`HeldBack`) and
+store works (``meanwhile`` of `jobbridge.drivers.base.AcknowledgingReserve`:
+Redis, the database driver), the loop *holds back* the batch a call returned (`HeldBack`) and
 starts it the moment its next call is on its way, so the threads run one batch
 while the store serves the next. Without it the two are serial: the attempt threads keep the
 GIL while their queue has work, so the loop gets to its next call only once
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from jobbridge.drivers.base import OverlappingReserve
+from jobbridge.drivers.base import AcknowledgingReserve
 from jobbridge.envelope import Reservation
 
 #: how much work (in attempt-milliseconds) the worker may reserve ahead of its threads
@@ -71,10 +71,10 @@ class HeldBack:
         if got:
             self._start(got)
 
-    def call(self, driver: OverlappingReserve, done: Sequence[Reservation], queues: Sequence[str],
+    def call(self, driver: AcknowledgingReserve, done: Sequence[Reservation], queues: Sequence[str],
              limit: int) -> list[Reservation]:
         """The combined call with the held-back batch started while the store works; started in any case."""
         try:
-            return driver.acknowledge_and_reserve_overlapping(done, queues, limit, self.start_now)
+            return driver.acknowledge_and_reserve(done, queues, limit, self.start_now)
         finally:
             self.start_now()

@@ -304,32 +304,21 @@ class AcknowledgingReserve(Protocol):
     reserve. Either both halves are stored or neither is: a worker killed
     meanwhile leaves its jobs reserved under their old receipts, and they come
     back when their leases lapse, as after any crash before an acknowledgement.
+
+    ``meanwhile`` is how the call overlaps the worker's attempts. The attempt
+    threads and the loop share one interpreter lock, so a loop that waits for
+    the store with nothing handed to the threads leaves them idle for the
+    store's whole turn (`jobbridge.worker_window`): the worker holds back the
+    batch its last call returned and passes ``meanwhile``, which starts it. A
+    driver calls it at most once, as late as it can before it waits for the
+    store without the lock: once the request is written (Redis), just before
+    the first statement goes out (the database driver).
     """
 
     def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                limit: int) -> list[Reservation]:
-        """`Driver.acknowledge` of ``reservations`` then `Driver.reserve` of up to ``limit`` (never waiting),
-        committed together; raises as either would, having stored nothing."""
+                                limit: int, meanwhile: Callable[[], None] | None = None) -> list[Reservation]:
+        """`Driver.acknowledge` of ``reservations`` (possibly none) then `Driver.reserve` of up to ``limit``
+        (never waiting), committed together; raises as either would, having stored nothing. ``meanwhile``:
+        see the class; a call that fails may have called it or not, and the caller finishes its part."""
         ...
 
-
-@runtime_checkable
-class OverlappingReserve(Protocol):
-    """Optional beside `AcknowledgingReserve`: the combined call runs something of the worker's while the store works.
-
-    The worker's attempt threads and its loop share one interpreter lock, so a
-    loop that waits for the store's reply with nothing handed to the threads
-    leaves them idle for the store's whole turn (`jobbridge.worker_window`). A
-    driver offers this when the store's part of the call is a wait the client
-    spends without the lock (a script call written to a socket, then its reply
-    read; a statement sent and its commit awaited): the worker holds back the
-    batch its last call returned and passes ``meanwhile``, which starts it.
-    """
-
-    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                            limit: int, meanwhile: Callable[[], None]) -> list[Reservation]:
-        """`AcknowledgingReserve.acknowledge_and_reserve`, ``reservations`` possibly empty (a reserve that never
-        waits), calling ``meanwhile`` at most once, before the store's reply is read: once the request is
-        written (Redis) or just before the first statement goes out (the database driver). A call that fails
-        may have called it or not; the caller finishes its part either way."""
-        ...

@@ -6,15 +6,14 @@ transaction, one script). The worker then relies on both halves doing exactly
 what `acknowledge` and `reserve` do alone: the acknowledged jobs are gone for
 good, the claimed ones are held under fresh leases, no room means the
 acknowledgements are stored alone, and nothing to acknowledge means a plain
-reserve. `OverlappingReserveContract` is the suite of the variant that runs
-the worker's ``meanwhile`` between its request and its reply. Their own module
-so that `jobbridge.testing.contract` stays the import point without growing
-past one screen per suite.
+reserve, and ``meanwhile`` runs once in every call. Its own module so that
+`jobbridge.testing.contract` stays the import point without growing past one
+screen per suite.
 """
 
 from __future__ import annotations
 
-from jobbridge.drivers.base import AcknowledgingReserve, Driver, OverlappingReserve
+from jobbridge.drivers.base import AcknowledgingReserve, Driver
 from jobbridge.testing.clock import FixedClock
 from jobbridge.testing.contract_support import ContractHelpers
 
@@ -48,19 +47,13 @@ class AcknowledgingReserveContract(ContractHelpers):
         assert (counts.ready, counts.reserved) == (0, 2)
 
 
-class OverlappingReserveContract(ContractHelpers):
-    """``acknowledge_and_reserve_overlapping``, optional: the combined call, with ``meanwhile`` run once in it."""
-
-    def test_declares_the_overlapping_port(self, driver: Driver) -> None:
-        assert isinstance(driver, OverlappingReserve) and isinstance(driver, AcknowledgingReserve)
-
     def test_runs_meanwhile_once_and_does_what_the_combined_call_does(self, driver: Driver,
                                                                      clock: FixedClock) -> None:
-        assert isinstance(driver, OverlappingReserve)
+        assert isinstance(driver, AcknowledgingReserve)
         ids = {env.id for env in self.push(driver, clock, 5)}
         ran: list[str] = []
-        first = driver.acknowledge_and_reserve_overlapping([], ["default"], 2, lambda: ran.append("reserve"))
-        more = driver.acknowledge_and_reserve_overlapping(first, ["default"], 2, lambda: ran.append("both"))
+        first = driver.acknowledge_and_reserve([], ["default"], 2, lambda: ran.append("reserve"))
+        more = driver.acknowledge_and_reserve(first, ["default"], 2, lambda: ran.append("both"))
         assert ran == ["reserve", "both"]
         assert len({r.id for r in first + more} & ids) == 4
         (counts,) = driver.counts()

@@ -10,8 +10,6 @@ The port has three parts (`jobbridge.drivers.base`), and so has the contract:
   CLI's ``failed``, ``failed show``, ``retry`` and ``flush``);
 - `AcknowledgingReserveContract`, optional (`jobbridge.testing.combined_contract`):
   ``acknowledge_and_reserve`` for a driver that offers it;
-- `OverlappingReserveContract`, optional (the same module): the combined call
-  with the worker's ``meanwhile`` run once between its request and its reply;
 - `LockStoreContract`, optional: ``driver.locks`` for unique jobs, for a driver
   whose locks are shared by every process (``locks.shared``). A driver with no
   lock to give says ``shared = False`` instead, and the app dispatches unique
@@ -39,13 +37,12 @@ from jobbridge.envelope import Reservation
 from jobbridge.errors import StoreRefused
 from jobbridge.testing.cancellations_contract import ReadsCancellationsContract
 from jobbridge.testing.clock import FixedClock
-from jobbridge.testing.combined_contract import AcknowledgingReserveContract, OverlappingReserveContract
+from jobbridge.testing.combined_contract import AcknowledgingReserveContract
 from jobbridge.testing.contract_support import ContractHelpers, make_envelope, pending
 from jobbridge.testing.failed_contract import FailedStoreContract
 
 __all__ = ["AcknowledgingReserveContract", "ContractHelpers", "DriverContract", "FailedStoreContract",
-           "LockStoreContract", "OverlappingReserveContract", "ReadsCancellationsContract", "make_envelope",
-           "pending"]
+           "LockStoreContract", "ReadsCancellationsContract", "make_envelope", "pending"]
 
 
 class DriverContract(ContractHelpers):

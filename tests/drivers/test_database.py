@@ -30,7 +30,6 @@ from jobbridge.testing.contract import (
     DriverContract,
     FailedStoreContract,
     LockStoreContract,
-    OverlappingReserveContract,
     make_envelope,
     pending,
 )
@@ -83,8 +82,7 @@ def driver(migrated_url: str, clock: FixedClock) -> Iterator[DatabaseDriver]:
         driver.close()
 
 
-class TestDatabaseContract(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract,
-                          OverlappingReserveContract):
+class TestDatabaseContract(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract):
     """The shared contract, all three suites, once per dialect (the ``driver`` fixture above is parametrised)."""
 
     def inject_undecodable(self, driver: DatabaseDriver, queue: str, body: bytes) -> None:

@@ -34,7 +34,6 @@ from jobbridge.testing.contract import (
     DriverContract,
     FailedStoreContract,
     LockStoreContract,
-    OverlappingReserveContract,
     make_envelope,
     pending,
 )
@@ -64,8 +63,7 @@ def prefix(redis_url: str) -> Iterator[str]:
     drop_keys(redis_url, name)
 
 
-class TestRedisDriver(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract,
-                      OverlappingReserveContract):
+class TestRedisDriver(DriverContract, FailedStoreContract, LockStoreContract, AcknowledgingReserveContract):
     @pytest.fixture
     def clock(self) -> FixedClock:
         return FixedClock()

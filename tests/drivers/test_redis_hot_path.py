@@ -179,8 +179,8 @@ def test_meanwhile_runs_once_between_the_request_and_its_reply_even_across_a_rel
     driver.push(envs)
     ran: list[int] = []
     driver.scripts.reserve.sha = "0" * 40  # NOSCRIPT: the request is written twice
-    first = driver.acknowledge_and_reserve_overlapping([], ["default"], 2, lambda: ran.append(1))
-    rest = driver.acknowledge_and_reserve_overlapping(first, ["default"], 10, lambda: ran.append(2))
+    first = driver.acknowledge_and_reserve([], ["default"], 2, lambda: ran.append(1))
+    rest = driver.acknowledge_and_reserve(first, ["default"], 10, lambda: ran.append(2))
     assert ran == [1, 2]
     assert [r.id for r in first + rest] == [e.id for e in envs]
 
@@ -192,7 +192,7 @@ def test_meanwhile_that_raises_leaves_no_reply_for_the_next_call_and_loses_no_jo
     def fails() -> None:
         raise RuntimeError("meanwhile failed")
     with pytest.raises(RuntimeError, match="meanwhile failed"):
-        driver.acknowledge_and_reserve_overlapping([], ["default"], 2, fails)
+        driver.acknowledge_and_reserve([], ["default"], 2, fails)
     (third,) = driver.reserve(["default"], 10)  # the script's unread reply answers nothing
     assert third.id == envs[2].id
     driver.acknowledge([third])

@@ -1,7 +1,7 @@
 """With acknowledgements to store and room to reserve, the worker does both in one transaction.
 
-`Worker._settle` calls `OverlappingReserve.acknowledge_and_reserve_overlapping`
-on a driver that offers it (the database driver). Either both halves commit or neither: a
+`Worker._settle` calls `AcknowledgingReserve.acknowledge_and_reserve` on a driver
+that offers it (the database driver). Either both halves commit or neither: a
 failure between them leaves the finished jobs held, the next try acknowledges
 them the plain way, and the jobs the claim would have taken are reserved later.
 No job is lost and none runs twice.
@@ -46,13 +46,12 @@ class Counting(DatabaseDriver):
         self.calls["acknowledge"] += 1
         super().acknowledge(reservations)
 
-    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                            limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
-        """The worker's combined call (`acknowledge_and_reserve` is this without ``meanwhile``)."""
+    def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                limit: int, meanwhile: Callable[[], None] | None = None) -> list[Reservation]:
         self.calls["acknowledge_and_reserve"] += 1
         self._combining = True
         try:
-            return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, meanwhile)
+            return super().acknowledge_and_reserve(reservations, queues, limit, meanwhile)
         finally:
             self._combining = False
 

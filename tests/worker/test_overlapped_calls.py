@@ -43,11 +43,11 @@ class Notes:
     calls = 0
     inside = threading.local()
 
-    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                            limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
+    def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                limit: int, meanwhile: Callable[[], None] | None = None) -> list[Reservation]:
         self.calls += 1
         if meanwhile is None:
-            return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, None)  # type: ignore[misc]
+            return super().acknowledge_and_reserve(reservations, queues, limit, None)  # type: ignore[misc]
         run = meanwhile
 
         def noted() -> None:
@@ -56,7 +56,7 @@ class Notes:
                 run()
             finally:
                 self.inside.now = False
-        return super().acknowledge_and_reserve_overlapping(reservations, queues, limit, noted)  # type: ignore[misc]
+        return super().acknowledge_and_reserve(reservations, queues, limit, noted)  # type: ignore[misc]
 
 
 class Noting(Notes, RedisDriver):
@@ -160,8 +160,8 @@ def test_a_held_back_batch_starts_once_even_when_the_call_fails() -> None:
     held = HeldBack(lambda got: started.append([r.id for r in got]))
 
     class Failing:
-        def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                                limit: int, meanwhile: Callable[[], None]) -> list[Reservation]:
+        def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
+                                    limit: int, meanwhile: Callable[[], None] | None = None) -> list[Reservation]:
             raise ConnectionError("before the request was written")
 
     batch = [Reservation(make_envelope(FixedClock()), None, 0.0) for _ in range(3)]

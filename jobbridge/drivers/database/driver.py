@@ -268,18 +268,14 @@ class DatabaseDriver:
             write_transaction(self._statements, "acknowledge jobs", lambda conn: forget(conn, receipts))
 
     def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                limit: int) -> list[Reservation]:
+                                limit: int, meanwhile: Callable[[], None] | None = None) -> list[Reservation]:
         """`acknowledge` then a claim, in one transaction: one commit (one fsync) where there were two.
 
         See `jobbridge.drivers.base.AcknowledgingReserve`; the claim never waits for a push.
+        ``meanwhile`` runs in the transaction just before its first statement: the worker's
+        threads then run a batch while the database executes the claim and commits it, the
+        DBAPI's waits being spent without the interpreter lock.
         """
-        return self.acknowledge_and_reserve_overlapping(reservations, queues, limit, None)
-
-    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                            limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
-        """`acknowledge_and_reserve`, ``meanwhile`` run in the transaction just before its first statement
-        (`OverlappingReserve`): the worker's threads then run a batch while the database executes the claim
-        and commits it, the DBAPI's waits being spent without the interpreter lock."""
         if limit <= 0 or not queues:
             self.acknowledge(reservations)
             return []

@@ -182,7 +182,7 @@ class Direct:
     def __call__(self, script: Script, keys: list[str], args: list[EncodableT],
                  meanwhile: Callable[[], None] | None = None) -> Any:
         """The script's reply; ``meanwhile``, when given, runs once the first request is written and before its
-        reply is read (`OverlappingReserve`), and never again for a retry's."""
+        reply is read (`AcknowledgingReserve`), and never again for a retry's."""
         command = ("EVALSHA", script.sha, len(keys), *keys, *args)
         if meanwhile is not None:
             meanwhile = _once(meanwhile)

@@ -173,19 +173,14 @@ class RedisDriver:
         return True
 
     def acknowledge_and_reserve(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                limit: int) -> list[Reservation]:
+                                limit: int, meanwhile: Callable[[], None] | None = None) -> list[Reservation]:
         """`acknowledge` then a `reserve` that never waits, in one script call: one round trip for both.
 
         The worker calls it when it has acknowledgements to store and room to reserve
         (`jobbridge.drivers.base.AcknowledgingReserve`). One script runs alone on the
-        server, so no other client sees the first half without the second.
+        server, so no other client sees the first half without the second. ``meanwhile``
+        runs once the request is written, before the reply is read (`connection.Direct`).
         """
-        return self.acknowledge_and_reserve_overlapping(reservations, queues, limit, None)
-
-    def acknowledge_and_reserve_overlapping(self, reservations: Sequence[Reservation], queues: Sequence[str],
-                                            limit: int, meanwhile: Callable[[], None] | None) -> list[Reservation]:
-        """`acknowledge_and_reserve`, running ``meanwhile`` while the script runs (`OverlappingReserve`): the
-        request is written, ``meanwhile`` called, then the reply read, on the loop's own connection."""
         names = list(dict.fromkeys(queues))
         if not reservations:
             return self._reserve_now(names, limit, meanwhile)[0] if limit > 0 and names else []
